@@ -1,0 +1,166 @@
+"""Default: a small byte-level GLA language model on the embedded Shakespeare corpus.
+
+Run (CPU, ~5 minutes on 2 cores):
+  python -m linear_seq.main --config=configs/default.py --workdir=runs/default
+  python -m linear_seq.evaluate --workdir=runs/default --generate=200
+Options: configs/default.py:mixer=retention,tiny=True  (tiny=True shrinks everything to a smoke test).
+Result: TODO (filled in with the measured validation bits/byte).
+"""
+import ml_collections
+
+
+def parse_arg(arg: str) -> dict:
+  """'mixer=gla,tiny=True' -> {'mixer': 'gla', 'tiny': True} (bools and numbers typed)."""
+  out = {}
+  for item in filter(None, (arg or "").split(",")):
+    key, _, value = item.partition("=")
+    if value in ("True", "False"):
+      out[key] = value == "True"
+    else:
+      try:
+        out[key] = int(value)
+      except ValueError:
+        try:
+          out[key] = float(value)
+        except ValueError:
+          out[key] = value
+  return out
+
+
+def model_config() -> ml_collections.ConfigDict:
+  m = ml_collections.ConfigDict()
+  # Mixer for every layer: softmax | linear | retention | gla | s4.
+  m.mixer = "gla"
+  # Per-layer mixers for hybrids, comma-separated (e.g. 'gla,softmax,gla,gla'); '' = `mixer` everywhere.
+  m.layer_mixers = ""
+  # Vocabulary size; 0 = take it from the dataset (the byte tokenizer's size for text).
+  m.vocab_size = 0
+  # Residual stream width.
+  m.d_model = 128
+  # Number of blocks (mixer + MLP).
+  m.num_layers = 4
+  # Heads of every mixer (d_model must divide by it).
+  m.num_heads = 4
+  # MLP hidden width as a multiple of d_model; 0 = no MLP in the blocks (Zoology's MQAR models).
+  m.mlp_ratio = 4
+  # Width of the short causal depthwise convolution before the mixer (Based/Zoology); 0 = none.
+  m.conv_width = 0
+  # Tie the output head to the embedding matrix.
+  m.tie_embeddings = True
+  # Compute dtype: float32 | bfloat16 (params stay float32).
+  m.dtype = "float32"
+  # Op computation form: chunk | recurrent | parallel | assoc (linear mixers); fft | scan | assoc (s4).
+  m.mode = ""
+  # Chunk size of the chunkwise-parallel form.
+  m.chunk_size = 64
+  # softmax: positional encoding none | learned | rope.
+  m.pos_encoding = "rope"
+  # softmax (learned positions): the longest sequence it supports.
+  m.max_len = 2048
+  # linear: feature map by name (identity relu elu1 exp sincos taylor favor rbf).
+  m.feature_map = "elu1"
+  # linear: random features per head for favor/rbf.
+  m.num_features = 64
+  # linear: redraw the random projection every N steps; 0 = never.
+  m.redraw_every = 0
+  # linear: output normalization denominator | norm | none ('' = denominator for positive maps, else norm).
+  m.normalize = ""
+  # linear: fixed decay a per head (eq. 10-11) as comma-separated values; '' = no decay.
+  m.decay = ""
+  # retention: comma-separated gammas per head; '' = RetNet's multi-scale 1 - 2^(-5-h).
+  m.gamma = ""
+  # gla: gate temperature tau (alpha = sigmoid(x W)^(1/tau)).
+  m.gate_temperature = 16.0
+  # gla: rank of the low-rank gate projection.
+  m.gate_rank = 16
+  # gla: vector gate over K (True) or a scalar gate per head (False).
+  m.vector_gate = True
+  # s4: state size N per channel (complex, one of each conjugate pair kept).
+  m.state_size = 64
+  # s4: A initialisation lin | inv.
+  m.s4_init = "lin"
+  # s4: discretization zoh | bilinear.
+  m.discretization = "zoh"
+  # s4: range of the learned step size dt at init.
+  m.dt_min = 1e-3
+  m.dt_max = 1e-1
+  return m
+
+
+def get_config(arg: str = "") -> ml_collections.ConfigDict:
+  opts = parse_arg(arg)
+  c = ml_collections.ConfigDict()
+  # Random seed for parameters and data order.
+  c.seed = 0
+  c.model = model_config()
+
+  c.data = ml_collections.ConfigDict()
+  # shakespeare | local_text | tiny_shakespeare | lm1b (need TensorFlow) | mqar | selective_copy | induction.
+  c.data.dataset = "shakespeare"
+  # Folder of .txt files for local_text.
+  c.data.path = ""
+  # Where TFDS prepares datasets; '' = ~/tensorflow_datasets.
+  c.data.data_dir = ""
+  # Training sequence length (tokens per example).
+  c.data.seq_len = 256
+  # Global batch size (sharded over the data axis of the mesh).
+  c.data.batch_size = 32
+  # Seed of the shuffle (independent of the model seed).
+  c.data.shuffle_seed = 0
+  # Synthetic tasks: vocabulary size.
+  c.data.vocab_size = 1024
+  # Synthetic tasks: number of training examples (generated from (seed, index)).
+  c.data.num_train = 100_000
+  # Synthetic tasks: number of validation examples.
+  c.data.num_eval = 1_000
+  # mqar: key-value pairs per example.
+  c.data.num_kv_pairs = 4
+  # selective_copy: tokens to copy; induction: unused.
+  c.data.num_tokens_to_copy = 16
+
+  c.train = ml_collections.ConfigDict()
+  # Optimisation steps.
+  c.train.num_steps = 2000
+  # Peak learning rate (AdamW), reached after warmup, then cosine decay.
+  c.train.learning_rate = 3e-3
+  # Linear warmup steps.
+  c.train.warmup_steps = 100
+  # Final learning rate as a fraction of the peak.
+  c.train.end_lr_fraction = 0.1
+  # AdamW weight decay (not applied to norms, biases, gate biases, the SSM's A and log dt).
+  c.train.weight_decay = 0.1
+  # AdamW betas.
+  c.train.b1 = 0.9
+  c.train.b2 = 0.98
+  # Global gradient-norm clipping.
+  c.train.grad_clip = 1.0
+  # Learning-rate multiplier for the SSM's A, B and log dt (S4 practice).
+  c.train.ssm_lr_multiplier = 0.1
+  # Log train metrics every N steps.
+  c.train.log_every = 50
+  # Evaluate every N steps (and at the end).
+  c.train.eval_every = 500
+  # Save a checkpoint every N steps (and at the end).
+  c.train.checkpoint_every = 500
+  # Checkpoints to keep.
+  c.train.keep_checkpoints = 3
+  # Shard parameters over the data axis too (FSDP-style) instead of replicating them.
+  c.train.fsdp = False
+
+  c.eval = ml_collections.ConfigDict()
+  # Evaluation sequence length; 0 = data.seq_len (larger tests length extrapolation).
+  c.eval.seq_len = 0
+  # Batch size of evaluation.
+  c.eval.batch_size = 32
+  # Cap on evaluation batches; 0 = the whole validation split.
+  c.eval.max_batches = 0
+
+  if "mixer" in opts:
+    c.model.mixer = opts["mixer"]
+  if opts.get("tiny"):
+    c.model.d_model, c.model.num_layers, c.model.num_heads = 32, 2, 2
+    c.data.seq_len, c.data.batch_size = 32, 8
+    c.train.num_steps, c.train.warmup_steps = 4, 1
+    c.train.log_every = c.train.eval_every = c.train.checkpoint_every = 2
+    c.eval.batch_size, c.eval.max_batches = 8, 2
+  return c

@@ -1,0 +1,27 @@
+"""Input validation shared by the ops: clear messages, value checks only on concrete values."""
+import jax
+import numpy as np
+
+
+def is_concrete(x) -> bool:
+  """True when x's values are known now (not a tracer under jit/grad/vmap)."""
+  return not isinstance(x, jax.core.Tracer)
+
+
+def check_choice(what: str, value, valid) -> None:
+  if value not in valid:
+    raise ValueError(f"unknown {what} {value!r}; valid: {', '.join(map(str, valid))}")
+
+
+def check_shape(name: str, x, expected: tuple, legend: str = "") -> None:
+  """expected: tuple of ints or None (any size)."""
+  shape = tuple(np.shape(x))
+  ok = len(shape) == len(expected) and all(e is None or e == s for s, e in zip(shape, expected))
+  if not ok:
+    exp = "[" + ", ".join("?" if e is None else str(e) for e in expected) + "]"
+    raise ValueError(f"{name} has shape {list(shape)}, expected {exp}{' ' + legend if legend else ''}")
+
+
+def check_positive_int(name: str, value) -> None:
+  if not isinstance(value, (int, np.integer)) or value <= 0:
+    raise ValueError(f"{name} must be a positive integer, got {value!r}")

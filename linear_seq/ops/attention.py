@@ -1,0 +1,2 @@
+"""Placeholder, being written."""
+def softmax_attention(*a, **k): raise NotImplementedError
