@@ -8,23 +8,9 @@ Result: TODO (filled in with the measured validation bits/byte).
 """
 import ml_collections
 
+from linear_seq import config_lib
 
-def parse_arg(arg: str) -> dict:
-  """'mixer=gla,tiny=True' -> {'mixer': 'gla', 'tiny': True} (bools and numbers typed)."""
-  out = {}
-  for item in filter(None, (arg or "").split(",")):
-    key, _, value = item.partition("=")
-    if value in ("True", "False"):
-      out[key] = value == "True"
-    else:
-      try:
-        out[key] = int(value)
-      except ValueError:
-        try:
-          out[key] = float(value)
-        except ValueError:
-          out[key] = value
-  return out
+OPTIONS = ("mixer", "tiny")  # get_config options
 
 
 def model_config() -> ml_collections.ConfigDict:
@@ -88,7 +74,9 @@ def model_config() -> ml_collections.ConfigDict:
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
-  opts = parse_arg(arg)
+  """arg: 'mixer=NAME' (every layer's mixer), 'tiny=True' (a seconds-long smoke test)."""
+  opts = config_lib.parse_arg(arg)
+  config_lib.check_options(opts, OPTIONS)
   c = ml_collections.ConfigDict()
   # Random seed for parameters and data order.
   c.seed = 0
@@ -160,6 +148,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   if opts.get("tiny"):
     c.model.d_model, c.model.num_layers, c.model.num_heads = 32, 2, 2
     c.data.seq_len, c.data.batch_size = 32, 8
+    c.model.chunk_size = 16  # two chunks per row: exercises the state passing between chunks
     c.train.num_steps, c.train.warmup_steps = 4, 1
     c.train.log_every = c.train.eval_every = c.train.checkpoint_every = 2
     c.eval.batch_size, c.eval.max_batches = 8, 2

@@ -1,3 +1,149 @@
-"""Placeholder, being written."""
+"""The linear recurrence behind every linear mixer, in four computation forms.
+
+    S_t = diag(α_t) S_{t-1} + k_tᵀ v_t,      o_t = scale · q_t S_t,      S_{-1} = initial_state
+
+Legend: B batch, T time, H heads, K key dim, V value dim. `log_decay` is log α_t ≤ 0; −inf at a
+position is an exact state reset (a document boundary in a packed sequence).
+
+This module holds the public dispatcher, input validation, and the `recurrent` (lax.scan) and
+`assoc` (lax.associative_scan) forms. `parallel` (masked T×T) lives in parallel.py, `chunk`
+(chunkwise-parallel, the training path) in chunk.py.
+"""
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from linear_seq.ops import _checks
+from linear_seq.ops import chunk as chunk_lib
+from linear_seq.ops import parallel as parallel_lib
+
 MODES = ("recurrent", "parallel", "chunk", "assoc")
-def linear_recurrence(*a, **k): raise NotImplementedError
+
+# log α is clamped to this floor: exp of any sum that contains it is exactly 0 in float32 (an exact
+# reset), and it keeps −inf out of the arithmetic so no NaN (−inf − −inf, 0·−inf) can reach values
+# or gradients. Its gradient is 0, the same as d exp(g)/dg at g = −inf.
+LOG_DECAY_FLOOR = -1e4
+
+
+def _gate(log_decay, B: int, T: int, H: int, K: int, dtype=jnp.float32):
+  """Validates log_decay; returns g [B,T,H,1] (fixed or scalar) or [B,T,H,K] in dtype, or None."""
+  if log_decay is None:
+    return None
+  shape = tuple(np.shape(log_decay))
+  if shape not in ((H,), (B, T, H), (B, T, H, K)):
+    raise ValueError(
+        f"log_decay has shape {list(shape)}, expected [H]=[{H}] (fixed per head), "
+        f"[B, T, H]=[{B}, {T}, {H}] (scalar gate) or [B, T, H, K]=[{B}, {T}, {H}, {K}] (vector gate)")
+  if _checks.is_concrete(log_decay):
+    arr = np.asarray(log_decay, np.float32)
+    if np.any(np.isnan(arr)):
+      raise ValueError("log_decay contains NaN; expected log α ≤ 0 (−inf for a reset)")
+    if np.any(arr > 0):
+      raise ValueError(f"log_decay must be ≤ 0 (decay α = exp(log_decay) in [0, 1]); "
+                       f"max is {float(arr.max())}")
+  g = jnp.maximum(jnp.asarray(log_decay).astype(dtype), LOG_DECAY_FLOOR)
+  if g.ndim == 1:
+    g = jnp.broadcast_to(g[None, None, :, None], (B, T, H, 1))
+  elif g.ndim == 3:
+    g = g[..., None]
+  return g
+
+
+def _validate(q, k, v, initial_state, mode, chunk_size):
+  _checks.check_choice("mode", mode, MODES)
+  _checks.check_positive_int("chunk_size", chunk_size)
+  if np.ndim(q) != 4:
+    raise ValueError(f"q has shape {list(np.shape(q))}, expected 4 dims [B, T, H, K]")
+  B, T, H, K = np.shape(q)
+  _checks.check_shape("k", k, (B, T, H, K), "[B, T, H, K] (same as q)")
+  _checks.check_shape("v", v, (B, T, H, None), "[B, T, H, V] (B, T, H as q)")
+  V = np.shape(v)[-1]
+  if initial_state is not None:
+    _checks.check_shape("initial_state", initial_state, (B, H, K, V), "[B, H, K, V]")
+  return B, T, H, K, V
+
+
+def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
+                      initial_state=None, mode: str = "chunk", chunk_size: int = 64):
+  """Runs S_t = diag(α_t) S_{t-1} + k_tᵀ v_t, o_t = scale · q_t S_t over t = 0..T-1.
+
+  Args:
+    q, k: [B, T, H, K].  v: [B, T, H, V].
+    log_decay: log α_t ≤ 0: None (α = 1), [H] fixed per head, [B, T, H] scalar gate, or
+      [B, T, H, K] vector gate (diag(α_t) over K). −inf is an exact reset.
+    scale: multiplies q S; None means K**-0.5.
+    initial_state: [B, H, K, V] state before t = 0 (zeros if None); differentiable.
+    mode: 'recurrent' (lax.scan; decode), 'parallel' (masked T×T), 'chunk' (chunkwise-parallel;
+      training), 'assoc' (lax.associative_scan). All agree to float32 rounding.
+    chunk_size: chunk length C for mode='chunk'; any T works (padded internally).
+
+  Returns:
+    o [B, T, H, V] in the inputs' dtype, and the final state S_{T-1} [B, H, K, V] float32.
+    States and cumulative log decays are accumulated in float32 whatever the input dtype
+    (float64 inputs under jax_enable_x64 stay float64, for references).
+  """
+  B, T, H, K, V = _validate(q, k, v, initial_state, mode, chunk_size)
+  out_dtype = jnp.result_type(q, k, v)
+  acc = jnp.promote_types(out_dtype, jnp.float32)   # float32, or float64 under x64 in tests
+  g = _gate(log_decay, B, T, H, K, acc)
+  if scale is None:
+    scale = K ** -0.5
+  cast = lambda x: jnp.asarray(x).astype(acc)
+  q, k, v = cast(q) * scale, cast(k), cast(v)
+  s0 = None if initial_state is None else cast(initial_state)
+  if mode == "recurrent":
+    o, s = recurrent(q, k, v, g, s0)
+  elif mode == "assoc":
+    o, s = assoc(q, k, v, g, s0)
+  elif mode == "parallel":
+    o, s = parallel_lib.parallel(q, k, v, g, s0)
+  else:
+    o, s = chunk_lib.chunk(q, k, v, g, s0, chunk_size)
+  return o.astype(out_dtype), s
+
+
+def recurrent(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV):
+  """lax.scan over time (float32 in, scale already in q). g: None, [B,T,H,1] or [B,T,H,K]."""
+  B, T, H, K = q_BTHK.shape
+  V = v_BTHV.shape[-1]
+  s = jnp.zeros((B, H, K, V), q_BTHK.dtype) if s0_BHKV is None else s0_BHKV
+  tm = lambda x: jnp.moveaxis(x, 1, 0)
+  xs = (tm(q_BTHK), tm(k_BTHK), tm(v_BTHV), None if g_BTHk is None else tm(jnp.exp(g_BTHk)))
+
+  def step(s_BHKV, x):
+    q_BHK, k_BHK, v_BHV, a_BHk = x
+    if a_BHk is not None:
+      s_BHKV = a_BHk[..., None] * s_BHKV
+    s_BHKV = s_BHKV + k_BHK[..., :, None] * v_BHV[..., None, :]
+    o_BHV = jnp.einsum("bhk,bhkv->bhv", q_BHK, s_BHKV)
+    return s_BHKV, o_BHV
+
+  s, o_TBHV = jax.lax.scan(step, s, xs)
+  return jnp.moveaxis(o_TBHV, 0, 1), s
+
+
+def assoc(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV):
+  """lax.associative_scan over (α_t, k_tᵀ v_t) with (a1, u1)∘(a2, u2) = (a1 a2, a2 u1 + u2).
+
+  Materializes every S_t: O(T·K·V) memory, O(log T) depth. The initial state is folded into
+  the first element: u_0 ← α_0 S_{-1} + k_0ᵀ v_0.
+  """
+  u_BTHKV = k_BTHK[..., :, None] * v_BTHV[..., None, :]
+  if s0_BHKV is not None:
+    first = s0_BHKV if g_BTHk is None else jnp.exp(g_BTHk[:, 0])[..., None] * s0_BHKV
+    u_BTHKV = u_BTHKV.at[:, 0].add(first)
+  if g_BTHk is None:
+    s_BTHKV = jnp.cumsum(u_BTHKV, axis=1)
+  else:
+    a_BTHk1 = jnp.exp(g_BTHk)[..., None]
+
+    def combine(x, y):
+      a1, u1 = x
+      a2, u2 = y
+      return a1 * a2, a2 * u1 + u2
+
+    _, s_BTHKV = jax.lax.associative_scan(combine, (a_BTHk1, u_BTHKV), axis=1)
+  o_BTHV = jnp.einsum("bthk,bthkv->bthv", q_BTHK, s_BTHKV)
+  return o_BTHV, s_BTHKV[:, -1]

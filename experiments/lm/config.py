@@ -1,0 +1,99 @@
+"""Study 4: language modelling on Shakespeare: the five mixers at (nearly) equal parameter count, same tokens.
+
+  python -m linear_seq.sweep --config=experiments/lm/config.py --workdir=runs/lm --parallel=2
+Run time (2 cores, estimated from configs/default.py's ~5 min per run): ~35 min (5 runs of 1200 steps,
+two side by side, single-threaded). Smoke test: :tiny=True (2 points, ~1 min).
+
+Every run: configs/default.py's byte-level LM (4 layers, 4 heads, MLP 4x, seq_len 256, batch 32), 1200 steps
+(the same token budget for every mixer), lr 3e-3. The width of each mixer is chosen from WIDTHS so that
+its parameter count is nearest softmax's at width 128 (GLA's gate projections and retention's output gate
+add parameters); the table lists the resulting params. Evaluation also writes the loss per position in the
+context (position_loss.json, for "how much does a longer context help") and the decode time per token
+after a full context (decode.json, `python -m linear_seq.speed --decode_workdir=SUB`).
+Options: tiny=True, seeds=N, mixers=softmax+gla.
+"""
+import functools
+import os
+
+from linear_seq import config_lib
+
+STUDY = "lm"
+_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs")
+OPTIONS = ("tiny", "seeds", "mixers")
+MIXERS = ("softmax", "linear", "retention", "gla", "s4")
+REFERENCE = ("softmax", 128)  # the parameter budget: softmax at width 128
+WIDTHS = tuple(range(96, 161, 8))  # candidate widths (multiples of 8: 4 heads of even size for RoPE)
+TINY_MIXERS = ("softmax", "gla")
+
+
+def _opts(arg: str) -> dict:
+  opts = config_lib.parse_arg(arg)
+  config_lib.check_options(opts, OPTIONS)
+  return opts
+
+
+def get_config(arg: str = ""):
+  opts = _opts(arg)
+  c = config_lib.load_sibling(os.path.join(_CONFIGS, "default.py"), "default").get_config(
+      "tiny=True" if opts.get("tiny") else "")
+  if not opts.get("tiny"):
+    c.train.num_steps, c.train.warmup_steps = 1200, 100
+    c.train.log_every, c.train.eval_every, c.train.checkpoint_every = 50, 300, 300
+    c.eval.batch_size, c.eval.max_batches = 32, 0
+  return c
+
+
+@functools.lru_cache(maxsize=None)
+def num_params(mixer: str, d_model: int, arg: str = "") -> int:
+  """Parameter count of the LM with this mixer and width (abstract init: no compute)."""
+  import jax  # pylint: disable=g-import-not-at-top  (only the sweep process needs it)
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  from linear_seq import data, model as model_lib  # pylint: disable=g-import-not-at-top
+
+  c = config_lib.apply_overrides(get_config(arg), {"model.mixer": mixer, "model.d_model": d_model})
+  cfg = model_lib.ModelConfig.from_config(c.model, vocab_size=data.dataset_info(c.data).vocab_size)
+  lm = nnx.eval_shape(lambda: model_lib.LM(cfg, rngs=nnx.Rngs(0)))
+  return sum(x.size for x in jax.tree.leaves(nnx.state(lm, nnx.Param)))
+
+
+def matched_width(mixer: str, arg: str = "") -> int:
+  """The width in WIDTHS whose parameter count is nearest the reference's."""
+  target = num_params(*REFERENCE, arg)
+  return min(WIDTHS, key=lambda w: (abs(num_params(mixer, w, arg) - target), abs(w - REFERENCE[1])))
+
+
+def get_sweep(arg: str = ""):
+  opts = _opts(arg)
+  if opts.get("tiny"):
+    return [{"model.mixer": m, "seed": 0} for m in TINY_MIXERS]
+  mixers = str(opts.get("mixers", "+".join(MIXERS))).split("+")
+  unknown = [m for m in mixers if m not in MIXERS]
+  if unknown:
+    raise ValueError(f"unknown mixer(s) {unknown}; valid: {', '.join(MIXERS)}")
+  seeds = range(int(opts.get("seeds", 1)))
+  return [{"model.mixer": m, "model.d_model": matched_width(m, arg), "seed": s} for m in mixers for s in seeds]
+
+
+def get_eval_args(arg: str = ""):
+  del arg
+  return ["--position_loss"]
+
+
+def get_extra_commands(arg: str = ""):
+  steps = 4 if _opts(arg).get("tiny") else 32
+  return [(["-m", "linear_seq.speed", "--decode_workdir={workdir}", f"--decode_steps={steps}"], "decode.json")]
+
+
+def get_plots(arg: str = ""):
+  del arg
+  return [
+      {"kind": "curves", "y": "eval_loss", "group": "model.mixer", "file": "eval_loss_curves.png",
+       "title": "Shakespeare: validation loss (nats/byte) during training"},
+      {"kind": "curves", "y": "train_loss", "group": "model.mixer", "file": "train_loss_curves.png",
+       "title": "Shakespeare: training loss"},
+      {"kind": "series", "y": "position_loss", "group": "model.mixer", "source": "position_loss.json",
+       "file": "loss_vs_position.png", "logx": 2, "title": "validation loss vs position in the context",
+       "xlabel": "position in the context (tokens)", "ylabel": "loss (nats/token)"},
+      {"kind": "xy", "x": "model.mixer", "y": "bits_per_byte", "file": "bits_per_byte.png",
+       "title": "Shakespeare: validation bits/byte", "xlabel": "mixer"},
+  ]

@@ -1,0 +1,119 @@
+"""Study 1: multi-query associative recall (Zoology MQAR) across the mixers, widths and state sizes.
+
+Main grid (24 runs, ~30 min on 2 cores with --parallel=2):
+  python -m linear_seq.sweep --config=experiments/mqar/config.py --workdir=runs/mqar --parallel=2
+Follow-up (18 more runs in the same workdir, ~35 min): the harder point (T, kv) = (128, 8) at each
+arm × width's best learning rate, and the ablation without the short convolution (width 64, best lr):
+  python -m linear_seq.sweep --config=experiments/mqar/config.py:followup=True --workdir=runs/mqar --parallel=2
+Smoke test (2 points, ~1 min): --config=experiments/mqar/config.py:tiny=True
+
+Options: tiny=True, followup=True, seeds=N (seeds 0..N-1 of every main point), arms=softmax+gla (a subset).
+Setup (Zoology-style): vocab 1024, seq_len 64 with 4 key-value pairs, batch 64, 2 layers, no MLP, short
+causal conv of width 4 before every mixer, 1500 steps, AdamW lr in {1e-3, 3e-3}, widths {64, 128}.
+"""
+import os
+
+from linear_seq import config_lib
+
+STUDY = "mqar"
+_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs")
+OPTIONS = ("tiny", "followup", "seeds", "arms")
+
+# Arms: label -> overrides. Linear attention runs with two feature maps (elu1: the classic; relu).
+ARMS = {
+    "softmax": {"model.mixer": "softmax"},
+    "linear-elu1": {"model.mixer": "linear", "model.feature_map": "elu1"},
+    "linear-relu": {"model.mixer": "linear", "model.feature_map": "relu"},
+    "retention": {"model.mixer": "retention"},
+    "gla": {"model.mixer": "gla"},
+    "s4": {"model.mixer": "s4"},
+}
+WIDTHS = (64, 128)
+LEARNING_RATES = (1e-3, 3e-3)
+HARD = {"data.seq_len": 128, "data.num_kv_pairs": 8}
+TINY_ARMS = ("softmax", "gla")
+
+
+def _opts(arg: str) -> dict:
+  opts = config_lib.parse_arg(arg)
+  config_lib.check_options(opts, OPTIONS)
+  return opts
+
+
+def get_config(arg: str = ""):
+  """configs/mqar.py's setup (vocab 1024, T=64, 4 kv pairs, batch 64, 2 layers, no MLP, conv 4, 1500 steps)."""
+  opts = _opts(arg)
+  c = config_lib.load_sibling(os.path.join(_CONFIGS, "mqar.py"), "mqar").get_config(
+      "tiny=True" if opts.get("tiny") else "")
+  c.model.num_heads = 2
+  c.eval.batch_size = 8 if opts.get("tiny") else 250  # 1000 validation examples in 4 batches
+  return c
+
+
+def arm_of(row: dict) -> str:
+  """The arm label of a result row (mixer, plus the feature map for linear attention)."""
+  overrides = row.get("_overrides", row)
+  for label, arm in ARMS.items():
+    if all(overrides.get(k) == v for k, v in arm.items()):
+      return label
+  return str(overrides.get("model.mixer"))
+
+
+def _arms(opts) -> list[str]:
+  if opts.get("tiny"):
+    return list(TINY_ARMS)
+  names = str(opts.get("arms", "+".join(ARMS))).split("+")
+  unknown = [a for a in names if a not in ARMS]
+  if unknown:
+    raise ValueError(f"unknown arm(s) {unknown}; valid: {', '.join(ARMS)}")
+  return names
+
+
+def get_sweep(arg: str = ""):
+  opts = _opts(arg)
+  if opts.get("tiny"):
+    return [{**ARMS[a], "model.d_model": 16, "seed": 0} for a in _arms(opts)]
+  seeds = range(int(opts.get("seeds", 1)))
+  return [{**ARMS[a], "model.d_model": w, "train.learning_rate": lr, "seed": s}
+          for a in _arms(opts) for w in WIDTHS for lr in LEARNING_RATES for s in seeds]
+
+
+def get_followup_sweep(rows, arg: str = ""):
+  """Harder point at each (arm, width)'s best learning rate; conv ablation at width 64 (best lr)."""
+  opts = _opts(arg)
+  if not opts.get("followup"):
+    return []
+  best: dict[tuple, tuple[float, float]] = {}
+  for r in rows:
+    o = r["_overrides"]
+    if r.get("status") != "ok" or set(o) & set(HARD) or "model.conv_width" in o:
+      continue
+    key = (arm_of(r), o.get("model.d_model"))
+    acc = float(r.get("accuracy") or 0.0)
+    lr = o.get("train.learning_rate", 0.0)
+    # mean over seeds would need grouping; the best single run per lr is enough to choose the lr
+    if key not in best or acc > best[key][0]:
+      best[key] = (acc, lr)
+  out = []
+  for (arm, width), (_, lr) in best.items():
+    base = {**ARMS[arm], "model.d_model": width, "train.learning_rate": lr}
+    out.append({**base, **HARD, "seed": 0})
+    if width == min(WIDTHS) or opts.get("tiny"):
+      out.append({**base, "model.conv_width": 0, "seed": 0})
+  return out
+
+
+def get_plots(arg: str = ""):
+  main = {"data.seq_len": lambda v: v == (16 if _opts(arg).get("tiny") else 64),
+          "model.conv_width": lambda v: v != 0}
+  hard = {"data.seq_len": 128, "model.conv_width": lambda v: v != 0}
+  common = {"y": "accuracy", "group": arm_of, "best_over": ["train.learning_rate"], "logx": 2}
+  return [
+      {"kind": "xy", "x": "model.d_model", "where": main, "file": "accuracy_vs_width.png",
+       "title": "MQAR (T=64, 4 kv pairs): best lr per arm", "xlabel": "model width", **common},
+      {"kind": "xy", "x": "state_size", "where": main, "file": "accuracy_vs_state_size.png",
+       "title": "MQAR (T=64, 4 kv pairs): accuracy vs recurrent state", "xlabel": "state size (floats / sequence)",
+       **common},
+      {"kind": "xy", "x": "model.d_model", "where": hard, "file": "accuracy_vs_width_hard.png",
+       "title": "MQAR (T=128, 8 kv pairs)", "xlabel": "model width", **common},
+  ]

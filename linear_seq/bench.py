@@ -1,0 +1,402 @@
+"""Benchmark of the mixer ops: forward and forward+backward time, memory, and the target ratios.
+
+  python -m linear_seq.bench                                   # full run, ≈10 min on 2 CPU cores
+  python -m linear_seq.bench --T=512,2048 --forms=softmax,chunk --repeats=3
+  python -m linear_seq.bench --json=bench.json --markdown      # results file + README table
+
+Every case is jitted twice: the forward (the output only) and the forward+backward (the gradients
+of Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb, C,
+D). Compilation and one warm-up call are excluded from the times. All cases at one T form a group
+whose repeats are interleaved (round r times each case once: A, B, C, A, B, C, ...), so the ratios
+compare forms measured side by side under the same machine load; each case's repeats are capped by
+a time budget so slow forms (recurrent at T=8192) get fewer. Reported: median and min over the
+repeats, tokens/s of the forward+backward, XLA's compiled memory (temp + arguments + outputs) and,
+where the device reports it, the running peak of device memory.
+"""
+import argparse
+import dataclasses
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from linear_seq import ops
+
+GiB = 2.0 ** 30
+
+# Sequence forms: name -> (op, mode, gate, quadratic-memory note or None).
+SEQ_FORMS = {
+    "softmax": ("softmax_attention", "causal", None, "O(T²)"),
+    "recurrent": ("linear_recurrence", "recurrent", None, None),
+    "parallel": ("linear_recurrence", "parallel", None, "O(T²)"),
+    "chunk": ("linear_recurrence", "chunk", None, None),
+    "assoc": ("linear_recurrence", "assoc", None, None),
+    "chunk_scalar": ("linear_recurrence", "chunk", "scalar", None),
+    "chunk_vector": ("linear_recurrence", "chunk", "vector", None),
+    "parallel_vector": ("linear_recurrence", "parallel", "vector", "O(T²K)"),
+}
+SSM_MODES_BY_FORM = {"ssm_fft": "fft", "ssm_scan": "scan", "ssm_assoc": "assoc"}
+FORMS = tuple(SEQ_FORMS) + tuple(SSM_MODES_BY_FORM)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  """time(slow) / time(fast) of the forward+backward, compared with `bound` at size `at_T`."""
+  name: str
+  slow: str
+  fast: str
+  bound: float
+  at_least: bool  # True: ratio ≥ bound (a speedup); False: ratio ≤ bound (a cost)
+  at_T: int | None  # None: every T measured (the SSM has one shape)
+
+
+TARGETS = (
+    Target("chunk speedup vs softmax_attention", "softmax", "chunk", 40.0, True, 8192),
+    Target("chunk speedup vs recurrent", "recurrent", "chunk", 10.0, True, 8192),
+    Target("GLA (vector-gated) chunk / ungated chunk", "chunk_vector", "chunk", 2.5, False, None),
+    Target("ssm fft speedup vs scan (S4D shape)", "ssm_scan", "ssm_fft", 4.0, True, None),
+)
+
+
+@dataclasses.dataclass
+class Case:
+  """One op in one form at one size; `fn(*args)` returns the output array."""
+  form: str
+  op: str
+  mode: str
+  T: int
+  tokens: int
+  fn: Callable | None = None
+  args: tuple = ()
+  diff: tuple = ()
+  skip: str | None = None
+  result: dict = dataclasses.field(default_factory=dict)
+
+
+def _fmt_gib(b: float) -> str:
+  return f"{b / GiB:.3g} GiB"
+
+
+def _seq_case(form: str, T: int, a, key) -> Case:
+  op, mode, gate, quad = SEQ_FORMS[form]
+  B, H, K, V = a.batch, a.heads, a.dk, a.dv
+  case = Case(form, op, mode + (f"+{gate} gate" if gate else ""), T, B * T)
+  if quad:  # the T×T (×K) intermediates of the forward, kept for the backward: ≈ 3 such arrays
+    need = 3 * B * H * T * T * (K if "K" in quad else 1) * 4
+    if need > a.max_gib * GiB:
+      case.skip = f"skipped ({quad} memory: ~{_fmt_gib(need)} > --max-gib={a.max_gib:g})"
+      return case
+  kq, kk, kv, kg = jax.random.split(key, 4)
+  q = jax.random.normal(kq, (B, T, H, K), jnp.float32)
+  k = jax.random.normal(kk, (B, T, H, K), jnp.float32)
+  v = jax.random.normal(kv, (B, T, H, V), jnp.float32)
+  if op == "softmax_attention":
+    case.fn, case.args = (lambda q, k, v: ops.softmax_attention(q, k, v, causal=True)), (q, k, v)
+  else:
+    opts = {"mode": mode} | ({"chunk_size": a.chunk_size} if a.chunk_size else {})
+    case.fn = lambda q, k, v, g=None: ops.linear_recurrence(q, k, v, g, **opts)[0]
+    case.args = (q, k, v)
+    if gate:  # GLA-like gates, α ≈ 0.98: log σ(x + 4), no denormals on the way
+      shape = (B, T, H) if gate == "scalar" else (B, T, H, K)
+      case.args += (jax.nn.log_sigmoid(4.0 + jax.random.normal(kg, shape, jnp.float32)),)
+  case.diff = tuple(range(len(case.args)))
+  return case
+
+
+def _ssm_case(form: str, a, key) -> Case:
+  """S4D shape: `channels` SISO systems with N complex states each, over a batch of B sequences.
+
+  path 'channels': the batched-channel op `ops.ssm_diag_channels` (what an S4D layer calls);
+  'vmap': jax.vmap of the general `ops.ssm` over the channels.
+  """
+  B, H, N, T = a.ssm_batch, a.ssm_channels, a.ssm_states, a.ssm_T
+  mode = SSM_MODES_BY_FORM[form]
+  case = Case(form, "ssm" if a.ssm_path == "vmap" else "ssm_diag_channels", mode, T, B * T)
+  ku, kc, kd = jax.random.split(key, 3)
+  u = jax.random.normal(ku, (B, T, H), jnp.float32)
+  lam = -0.5 + 1j * jnp.pi * jnp.arange(N)  # S4D-Lin
+  dt = jnp.exp(jnp.linspace(math.log(1e-3), math.log(1e-1), H))[:, None]
+  Ab = jnp.exp(dt * lam).astype(jnp.complex64)  # ZOH, [H, N]
+  Bb = (jnp.expm1(dt * lam) / lam).astype(jnp.complex64)  # [H, N], B = 1
+  C = (jax.random.normal(kc, (H, N, 2)) @ jnp.array([1.0, 1j]) * 0.5 ** 0.5).astype(jnp.complex64)
+  D = jax.random.normal(kd, (H,), jnp.float32)
+  if a.ssm_path == "channels":
+    case.fn = lambda u, Ab, Bb, C, D: ops.ssm_diag_channels(u, Ab, Bb, C, D, mode=mode)[0]
+  else:
+    def one_channel(u_BT, Ab_N, Bb_N, C_N, D_):
+      y_BT1, _ = ops.ssm(u_BT[..., None], Ab_N, Bb_N[:, None], C_N[None], D_[None, None], mode=mode)
+      return y_BT1[..., 0]
+    case.fn = jax.vmap(one_channel, in_axes=(2, 0, 0, 0, 0), out_axes=2)
+  case.args, case.diff = (u, Ab, Bb, C, D), (0, 1, 2, 3, 4)
+  return case
+
+
+def _fwd_bwd(case: Case) -> Callable:
+  """Gradients of Σ fn(args) ⊙ c wrt args[diff], c a fixed random cotangent."""
+  out = jax.eval_shape(case.fn, *case.args)
+  ct = jax.random.normal(jax.random.key(7), out.shape, out.dtype)
+
+  def loss(*args):
+    return jnp.sum(case.fn(*args) * ct)
+
+  return jax.grad(loss, argnums=case.diff)
+
+
+def _memory(compiled) -> int | None:
+  stats = compiled.memory_analysis()
+  if stats is None:
+    return None
+  return int(stats.temp_size_in_bytes + stats.argument_size_in_bytes + stats.output_size_in_bytes)
+
+
+def _device_peak() -> int | None:
+  stats = jax.devices()[0].memory_stats() or {}
+  return stats.get("peak_bytes_in_use")
+
+
+def log(msg: str) -> None:
+  print(msg, file=sys.stderr, flush=True)
+
+
+def _call(compiled, args) -> float:
+  t0 = time.perf_counter()
+  jax.block_until_ready(compiled(*args))
+  return time.perf_counter() - t0
+
+
+def run_group(cases: list[Case], repeats: int, budget_s: float, max_gib: float) -> None:
+  """Compiles, warms up and times every case (fwd and fwd+bwd), repeats interleaved across cases."""
+  jobs = []  # (case, kind, compiled, repeats)
+  for case in cases:
+    if case.skip:
+      continue
+    try:
+      for kind, f in (("fwd", case.fn), ("fwd_bwd", _fwd_bwd(case))):
+        t0 = time.perf_counter()
+        compiled = jax.jit(f).lower(*case.args).compile()
+        case.result[f"{kind}_compile_s"] = time.perf_counter() - t0
+        mem = case.result[f"{kind}_bytes"] = _memory(compiled)
+        if mem is not None and mem > max_gib * GiB:
+          raise MemoryError(f"compiled {kind} needs {_fmt_gib(mem)} > --max-gib={max_gib:g}")
+        warm = _call(compiled, case.args)
+        n = max(1, min(repeats, int(budget_s / max(warm, 1e-9))))
+        jobs.append((case, kind, compiled, n))
+        case.result[f"{kind}_s"] = []
+      case.result["device_peak_bytes"] = _device_peak()
+    except MemoryError as e:
+      case.skip = f"skipped ({e})"
+    except Exception as e:  # pylint: disable=broad-except  # one broken form must not end the run
+      first_line = (str(e).splitlines() or [""])[0][:100]
+      case.skip = f"failed ({type(e).__name__}: {first_line})"
+    if case.skip:
+      jobs = [j for j in jobs if j[0] is not case]
+      log(f"  {case.form} T={case.T}: {case.skip}")
+  for r in range(max((j[3] for j in jobs), default=0)):
+    for case, kind, compiled, n in jobs:
+      if r < n:
+        case.result[f"{kind}_s"].append(_call(compiled, case.args))
+
+
+def _stat(case: Case, kind: str, how=statistics.median) -> float | None:
+  times = case.result.get(f"{kind}_s")
+  return how(times) if times else None
+
+
+def compute_ratios(cases: list[Case], s4d_default: bool) -> list[dict]:
+  """The TARGETS, measured at every T where both forms ran; PASS/MISS at the target's size."""
+  by = {(c.form, c.T): c for c in cases}
+  rows = []
+  for tg in TARGETS:
+    Ts = sorted({c.T for c in cases if c.form == tg.fast and (tg.slow, c.T) in by})
+    for T in Ts:
+      slow, fast = by[(tg.slow, T)], by[(tg.fast, T)]
+      med = [_stat(slow, "fwd_bwd"), _stat(fast, "fwd_bwd")]
+      mins = [_stat(slow, "fwd_bwd", min), _stat(fast, "fwd_bwd", min)]
+      row = {"name": tg.name, "T": T, "ratio": None, "ratio_min": None,
+             "target": ("≥ " if tg.at_least else "≤ ") + f"{tg.bound:g}×",
+             "status": slow.skip or fast.skip or "n/a"}
+      if None not in med:
+        row["ratio"], row["ratio_min"] = med[0] / med[1], mins[0] / mins[1]
+        at_size = tg.at_T == T if tg.at_T else (s4d_default or not tg.fast.startswith("ssm"))
+        ok = row["ratio"] >= tg.bound if tg.at_least else row["ratio"] <= tg.bound
+        row["status"] = ("PASS" if ok else "MISS") if at_size else "n/a (not the target size)"
+      rows.append(row)
+  return rows
+
+
+def _fmt_ms(s):
+  return "-" if s is None else f"{s * 1e3:.3g}" if s < 0.1 else f"{s * 1e3:.0f}"
+
+
+def _fmt_mib(b):
+  return "-" if b is None else f"{b / 2 ** 20:.0f}"
+
+
+def table_rows(cases: list[Case]) -> list[list[str]]:
+  rows = []
+  for c in cases:
+    head = [c.op, c.mode, str(c.T)]
+    if c.skip:
+      rows.append(head + [c.skip] + [""] * 6)
+      continue
+    fb = _stat(c, "fwd_bwd")
+    rows.append(head + [_fmt_ms(_stat(c, "fwd")), _fmt_ms(fb), _fmt_ms(_stat(c, "fwd_bwd", min)),
+                        f"{c.tokens / fb:,.0f}", _fmt_mib(c.result.get("fwd_bwd_bytes")),
+                        _fmt_mib(c.result.get("device_peak_bytes")),
+                        f"{len(c.result['fwd_s'])}/{len(c.result['fwd_bwd_s'])}"])
+  return rows
+
+
+HEADER = ["op", "form", "T", "fwd ms", "fwd+bwd ms", "min f+b ms", "tokens/s (f+b)",
+          "mem MiB (f+b)", "dev peak MiB", "repeats"]
+
+
+def _skipped(row: list[str]) -> bool:
+  return row[3].startswith(("skipped", "failed"))
+
+
+def format_text(rows: list[list[str]]) -> str:
+  """Aligned columns; a skipped case prints its reason after op, form and T."""
+  widths = [max(len(r[i]) for r in [HEADER] + [r for r in rows if i < 3 or not _skipped(r)])
+            for i in range(len(HEADER))]
+  fmt = lambda r: "  ".join(x.rjust(w) if i > 1 else x.ljust(w)
+                            for i, (x, w) in enumerate(zip(r, widths)))
+  lines = [fmt(HEADER), "  ".join("-" * w for w in widths)]
+  lines += [fmt(r[:3]) + "  " + r[3] if _skipped(r) else fmt(r) for r in rows]
+  return "\n".join(lines)
+
+
+def format_markdown(rows: list[list[str]]) -> str:
+  lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+  return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def format_ratios(ratios: list[dict], markdown: bool = False) -> str:
+  lines = ["| ratio (fwd+bwd, medians) | T | measured | min-based | target | status |",
+           "|---|---|---|---|---|---|"] if markdown else []
+  for r in ratios:
+    meas = "-" if r["ratio"] is None else f"{r['ratio']:.2f}×"
+    mins = "-" if r["ratio_min"] is None else f"{r['ratio_min']:.2f}×"
+    if markdown:
+      lines.append(f"| {r['name']} | {r['T']} | {meas} | {mins} | {r['target']} | {r['status']} |")
+    else:
+      lines.append(f"{r['name']:<42} T={r['T']:<5} {meas:>9} (min-based {mins:>8})  "
+                   f"target {r['target']:<6} {r['status']}")
+  return "\n".join(lines)
+
+
+def environment() -> dict:
+  dev = jax.devices()[0]
+  return {
+      "device": f"{dev.platform}: {dev.device_kind} x{jax.device_count()}",
+      "host": f"{platform.machine()}, {os.cpu_count()} cpus",
+      "jax": jax.__version__, "jaxlib": importlib.metadata.version("jaxlib"),
+      "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+      "matmul_precision": str(jax.config.jax_default_matmul_precision),
+      "load_avg_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+      "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+  }
+
+
+def _int_list(s: str) -> list[int]:
+  try:
+    vals = [int(x) for x in s.split(",") if x.strip()]
+  except ValueError:
+    vals = []
+  if not vals or min(vals) <= 0:
+    raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {s!r}")
+  return vals
+
+
+def _forms(s: str) -> list[str]:
+  names = [x.strip() for x in s.split(",") if x.strip()]
+  bad = [n for n in names if n not in FORMS]
+  if bad or not names:
+    raise argparse.ArgumentTypeError(
+        f"unknown form(s) {', '.join(bad) or repr(s)}; valid: {', '.join(FORMS)}")
+  return names
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(prog="python -m linear_seq.bench",
+                              description=__doc__.splitlines()[0])
+  p.add_argument("--T", type=_int_list, default=[512, 2048, 8192],
+                 help="sequence lengths, e.g. 512,2048")
+  p.add_argument("--forms", type=_forms, default=list(FORMS), help="subset of: " + ", ".join(FORMS))
+  p.add_argument("--repeats", type=int, default=5, help="timed repeats per case (after a warm-up)")
+  p.add_argument("--budget-s", type=float, default=6.0,
+                 help="cap on the timed seconds per case and pass (fwd, fwd+bwd): slow forms "
+                 "get fewer repeats, at least 1")
+  p.add_argument("--max-gib", type=float, default=6.0,
+                 help="skip a case whose memory would exceed this")
+  p.add_argument("--batch", type=int, default=1)
+  p.add_argument("--heads", type=int, default=4)
+  p.add_argument("--dk", type=int, default=64)
+  p.add_argument("--dv", type=int, default=64)
+  p.add_argument("--chunk-size", type=int, default=None,
+                 help="chunk mode's chunk_size (default: the op's)")
+  p.add_argument("--ssm-batch", type=int, default=16)
+  p.add_argument("--ssm-channels", type=int, default=128)
+  p.add_argument("--ssm-states", type=int, default=64, help="complex states per channel")
+  p.add_argument("--ssm-T", type=int, default=4096)
+  p.add_argument("--ssm-path", choices=("channels", "vmap"), default="channels",
+                 help="ops.ssm_diag_channels (batched channels) or jax.vmap of ops.ssm")
+  p.add_argument("--json", default=None, help="write the results and ratios to this JSON file")
+  p.add_argument("--markdown", action="store_true",
+                 help="also print markdown tables (for the README)")
+  a = p.parse_args(argv)
+  if a.repeats < 1:
+    p.error(f"--repeats must be ≥ 1, got {a.repeats}")
+  return a
+
+
+def main(argv=None) -> dict:
+  a = parse_args(argv)
+  env = environment()
+  print("\n".join(f"{k}: {v}" for k, v in env.items()), flush=True)
+  key = jax.random.key(0)
+  cases = []
+  for T in a.T:
+    group = [_seq_case(f, T, a, jax.random.fold_in(key, T)) for f in a.forms if f in SEQ_FORMS]
+    if group:
+      log(f"timing T={T}: {', '.join(c.form for c in group)}")
+      run_group(group, a.repeats, a.budget_s, a.max_gib)
+      cases += group
+  group = [_ssm_case(f, a, key) for f in a.forms if f in SSM_MODES_BY_FORM]
+  if group:
+    log(f"timing ssm ({a.ssm_path}) B={a.ssm_batch} channels={a.ssm_channels} "
+        f"N={a.ssm_states} T={a.ssm_T}")
+    run_group(group, a.repeats, a.budget_s, a.max_gib)
+    cases += group
+  env["load_avg_at_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+  s4d = (a.ssm_batch, a.ssm_channels, a.ssm_states, a.ssm_T) == (16, 128, 64, 4096)
+  ratios = compute_ratios(cases, s4d)
+  rows = table_rows(cases)
+  print(f"\nattention, linear_recurrence: B={a.batch} H={a.heads} K={a.dk} V={a.dv}; "
+        f"ssm ({a.ssm_path} path): B={a.ssm_batch}, {a.ssm_channels} SISO channels x "
+        f"{a.ssm_states} complex states.\nms: median of the repeats (fwd/fwd+bwd counts in the "
+        f"last column); memory: XLA's compiled temp+args+outputs. Load average at the end: "
+        f"{env['load_avg_at_end']}.")
+  print(format_text(rows) + "\n\n" + format_ratios(ratios))
+  if a.markdown:
+    print("\n" + format_markdown(rows) + "\n\n" + format_ratios(ratios, markdown=True))
+  results = {"environment": env, "args": vars(a), "ratios": ratios,
+             "cases": [{"form": c.form, "op": c.op, "mode": c.mode, "T": c.T, "tokens": c.tokens,
+                        "skip": c.skip, **c.result} for c in cases]}
+  if a.json:
+    with open(a.json, "w") as f:
+      json.dump(results, f, indent=1)
+  return results
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,111 @@
+"""Checkpoints of a training run (the only module that touches orbax).
+
+Layout: workdir/checkpoints/<step>/{state, data}: `state` is the train-state pytree (params, optimizer state,
+non-trainable variables such as random projections, step) saved with StandardSave; `data` is the data
+iterator's state (it.get_state(), a JSON dict) saved with JsonSave. Restoring takes an abstract target whose
+leaves carry the shardings of the *current* mesh, so a checkpoint restores onto any device count.
+"""
+import os
+import shutil
+from typing import Any, Optional
+
+from absl import logging
+import jax
+import orbax.checkpoint as ocp
+
+CHECKPOINT_DIR = "checkpoints"
+
+
+class CheckpointError(RuntimeError):
+  """A checkpoint is missing, corrupt or unreadable."""
+
+
+def checkpoint_dir(workdir: str) -> str:
+  return os.path.join(os.path.abspath(workdir), CHECKPOINT_DIR)
+
+
+def abstract_like(tree, shardings) -> Any:
+  """ShapeDtypeStructs with the given shardings: the restore target for `tree` (arrays or abstract values)."""
+  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
+
+
+class Checkpointer:
+  """Saves every `save_every` steps (the trainer also saves at the end), keeps the newest `keep`."""
+
+  def __init__(self, workdir: str, *, keep: int = 3, read_only: bool = False, use_async: bool = True):
+    self.directory = checkpoint_dir(workdir)
+    if read_only and not os.path.isdir(self.directory):
+      raise CheckpointError(f"no checkpoints in {workdir!r}: {self.directory} does not exist "
+                            "(train first: python -m linear_seq.main --config=... --workdir=...)")
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=keep if keep > 0 else None, create=not read_only, read_only=read_only,
+        enable_async_checkpointing=use_async and not read_only)
+    self._manager = ocp.CheckpointManager(self.directory, item_names=("state", "data"), options=options)
+
+  def all_steps(self) -> list[int]:
+    return sorted(self._manager.all_steps())
+
+  def latest_step(self) -> Optional[int]:
+    steps = self.all_steps()
+    return steps[-1] if steps else None
+
+  def save(self, step: int, state, data_state: Optional[dict]) -> None:
+    """Saves (asynchronously: arrays are copied to host before this returns, so `state` may be donated after)."""
+    self._manager.save(step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state or {})), force=True)
+
+  def restore(self, target, step: Optional[int] = None, *, quarantine: bool = False):
+    """Restores (step, state, data_state). `target`: abstract state (ShapeDtypeStructs with shardings).
+
+    step=None takes the latest checkpoint; when it is unreadable, older ones are tried with a warning (with
+    quarantine=True the unreadable directory is renamed to '<step>.corrupt' so training can write that step
+    again). An explicit step that is missing or unreadable raises CheckpointError.
+    """
+    self.wait()
+    steps = self.all_steps()
+    if not steps:
+      raise CheckpointError(f"no checkpoints in {self.directory}")
+    if step is not None and step not in steps:
+      raise CheckpointError(f"no checkpoint for step {step} in {self.directory}; available steps: "
+                            f"{', '.join(map(str, steps))}")
+    candidates = [step] if step is not None else steps[::-1]
+    errors, moved = [], False
+    for s in candidates:
+      try:
+        out = self._manager.restore(s, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(target), data=ocp.args.JsonRestore()))
+      except Exception as e:  # orbax raises many types (ValueError, FileNotFoundError, tensorstore errors)
+        path = os.path.join(self.directory, str(s))
+        message = f"checkpoint {path} is corrupt or unreadable: {type(e).__name__}: {_first_line(e)}"
+        errors.append(message)
+        if step is not None:
+          raise CheckpointError(message) from e
+        logging.warning("%s; falling back to an older checkpoint", message)
+        if quarantine and jax.process_index() == 0:
+          shutil.move(path, path + ".corrupt")
+          moved = True
+          logging.warning("moved %s to %s.corrupt", path, path)
+        continue
+      if moved:
+        self._manager.reload()
+      if s != candidates[0]:
+        logging.warning("restored the older checkpoint of step %d instead of step %d", s, candidates[0])
+      return s, out["state"], dict(out["data"] or {})
+    if quarantine:
+      self._manager.reload()
+    raise CheckpointError("no readable checkpoint in " + self.directory + ":\n  " + "\n  ".join(errors))
+
+  def reload(self) -> None:
+    self._manager.reload()
+
+  def wait(self) -> None:
+    self._manager.wait_until_finished()
+
+  def close(self) -> None:
+    self._manager.wait_until_finished()
+    self._manager.close()
+
+
+def _first_line(e: Exception) -> str:
+  text = str(e).strip().splitlines()
+  return text[0][:300] if text else ""

@@ -1,0 +1,60 @@
+"""Evaluation over a split: weighted loss (nats/token), perplexity, bits per byte (text), accuracy (synthetic).
+
+The validation iterator walks the whole split once in non-overlapping windows of eval.seq_len tokens (the last
+partial batch padded with weight 0), or its first eval.max_batches batches when that cap is set. Sums are
+accumulated in float64 on the host.
+"""
+import math
+from typing import Any, Optional
+
+import jax
+import ml_collections
+import numpy as np
+
+from linear_seq import data
+from linear_seq import sharding
+from linear_seq import steps
+
+
+def eval_seq_len(config: ml_collections.ConfigDict) -> int:
+  return int(config.eval.seq_len or config.data.seq_len)
+
+
+def make_eval_iterator(config: ml_collections.ConfigDict, split: str = "validation"):
+  return data.make_iterator(config.data, split, batch_size=int(config.eval.batch_size),
+                            seq_len=eval_seq_len(config), seed=int(config.data.shuffle_seed),
+                            shard_index=jax.process_index(), shard_count=jax.process_count(), repeat=False)
+
+
+def run_eval(state: steps.State, static: steps.Static, config: ml_collections.ConfigDict,
+             info: Any, *, split: str = "validation", position_loss: bool = False) -> dict[str, Any]:
+  """-> {eval_loss, perplexity, bits_per_byte (text) | accuracy (synthetic), eval_tokens, eval_batches
+  [, position_loss: list per position]}."""
+  sharding.check_batch_size(int(config.eval.batch_size), static.mesh, "eval.batch_size")
+  max_batches = int(config.eval.max_batches)
+  totals: Optional[dict[str, np.ndarray]] = None
+  batches = 0
+  for local in make_eval_iterator(config, split):
+    if max_batches and batches >= max_batches:
+      break
+    batch = sharding.global_batch(local, static.mesh)
+    sums = jax.device_get(steps.eval_step_jit(state["params"], state["rest"], batch, static=static))
+    sums = {k: np.asarray(v, np.float64) for k, v in sums.items()}
+    totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
+    batches += 1
+  if totals is None or totals["weight"] <= 0:
+    raise ValueError(f"the {split} split of {config.data.dataset!r} gave no evaluation tokens "
+                     f"(eval.seq_len={eval_seq_len(config)}, eval.batch_size={config.eval.batch_size})")
+  loss = float(totals["nll"] / totals["weight"])
+  out = {"eval_loss": loss, "perplexity": math.exp(min(loss, 700.0)),
+         "eval_tokens": int(totals["weight"]), "eval_batches": batches}
+  if info.kind == "text":
+    # bits/byte = total nats / ln 2 / bytes predicted (specials such as BOS are not bytes).
+    out["bits_per_byte"] = float(totals["nll"] / math.log(2) / max(totals["byte_weight"], 1.0))
+  else:
+    out["accuracy"] = float(totals["correct"] / totals["weight"])
+  if position_loss:
+    w = totals["position_weight"]
+    out["position_loss"] = [float(n / c) if c > 0 else None for n, c in zip(totals["position_nll"], w)]
+  return out
+

@@ -1,0 +1,172 @@
+"""Evaluates a workdir's checkpoint with its saved config; writes and prints DIR/eval.json.
+
+  python -m linear_seq.evaluate --workdir=runs/default [--step=S] [--generate=200 --prompt='ROMEO:'] \
+      [--config.eval.seq_len=1024 --output=runs/default/eval_1024.json] [--position_loss]
+
+eval.json: step, split, eval_loss (nats/token over weighted positions), perplexity, bits_per_byte (text) or
+accuracy (synthetic: argmax on the weighted positions), num_params, state_size (floats per sequence at
+eval_seq_len), eval_seq_len, eval_tokens, eval_batches, and from training: tokens_per_sec (median over the
+logged intervals after the first), wall_time (seconds).
+"""
+import json
+import os
+import statistics
+import sys
+from typing import Any, Mapping, NamedTuple, Optional
+
+from absl import app
+from absl import flags
+import jax
+import ml_collections
+import numpy as np
+
+from linear_seq import checkpoint
+from linear_seq import config_lib
+from linear_seq import eval_lib
+from linear_seq import metrics as metrics_lib
+from linear_seq import model as model_lib
+from linear_seq import sharding
+from linear_seq import steps
+from linear_seq import train
+
+EVAL_FILE = "eval.json"
+POSITION_LOSS_FILE = "position_loss.json"
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("workdir", None, "Training workdir (holds config.json and checkpoints/).")
+flags.DEFINE_integer("step", None, "Checkpoint step to evaluate; default: the latest.")
+flags.DEFINE_string("split", "validation", "Dataset split to evaluate.")
+flags.DEFINE_string("output", "", f"Where to write the JSON; default: WORKDIR/{EVAL_FILE}.")
+flags.DEFINE_bool("position_loss", False, f"Also write the loss per position to WORKDIR/{POSITION_LOSS_FILE}.")
+flags.DEFINE_integer("generate", 0, "Print this many sampled tokens after --prompt.")
+flags.DEFINE_string("prompt", "ROMEO:", "Prompt for --generate (text datasets; synthetic: a validation prefix).")
+flags.DEFINE_float("temperature", 0.8, "Sampling temperature for --generate (0 = greedy).")
+flags.DEFINE_integer("seed", 0, "Sampling seed for --generate.")
+flags.mark_flags_as_required(["workdir"])
+_OVERRIDES: dict[str, str] = {}
+
+
+class Restored(NamedTuple):
+  config: ml_collections.ConfigDict
+  info: Any  # data.DatasetInfo
+  static: steps.Static
+  step: int
+  state: steps.State
+
+
+def restore(workdir: str, step: Optional[int] = None,
+            config_overrides: Optional[Mapping[str, Any]] = None) -> Restored:
+  """The workdir's config (+ overrides, e.g. {'eval.seq_len': 512}) and its checkpoint (latest or `step`),
+  restored onto the current devices."""
+  if not os.path.isdir(checkpoint.checkpoint_dir(workdir)) or not checkpoint.Checkpointer(
+      workdir, read_only=True).all_steps():
+    raise checkpoint.CheckpointError(f"no checkpoints in {workdir!r}: nothing has been trained there yet "
+                                     "(python -m linear_seq.main --config=... --workdir=...)")
+  config = config_lib.load_config(workdir)
+  if config_overrides:
+    try:
+      config = config_lib.apply_overrides(config, config_overrides)
+    except ValueError as e:
+      raise train.ConfigError(str(e)) from e
+  info = train.check_config(config)
+  mesh = sharding.make_mesh()
+  static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
+  ckpt = checkpoint.Checkpointer(workdir, read_only=True)
+  try:
+    step, state, _ = ckpt.restore(checkpoint.abstract_like(abstract, shardings), step=step)
+  finally:
+    ckpt.close()
+  return Restored(config, info, static, step, state)
+
+
+def evaluate(workdir: str, step: Optional[int] = None, config_overrides: Optional[Mapping[str, Any]] = None, *,
+             split: str = "validation", position_loss: bool = False) -> dict[str, Any]:
+  """Restores the checkpoint (latest or `step`) and evaluates `split`; returns the eval.json content (not
+  written here). With position_loss the dict also has 'position_loss' (a list over positions)."""
+  return evaluate_restored(workdir, restore(workdir, step, config_overrides), split=split,
+                           position_loss=position_loss)
+
+
+def evaluate_restored(workdir: str, r: Restored, *, split: str = "validation",
+                      position_loss: bool = False) -> dict[str, Any]:
+  result = eval_lib.run_eval(r.state, r.static, r.config, r.info, split=split, position_loss=position_loss)
+  seq_len = eval_lib.eval_seq_len(r.config)
+  lm = steps.merge(r.static, r.state)
+  out: dict[str, Any] = {"step": int(r.step), "split": split, **result,
+                         "num_params": steps.num_params(r.state), "state_size": int(lm.state_size(seq_len)),
+                         "eval_seq_len": seq_len, "dataset": r.config.data.dataset, "mixer": r.config.model.mixer}
+  out.update(_training_speed(workdir, r.step))
+  return out
+
+
+def _training_speed(workdir: str, step: int) -> dict[str, float]:
+  train_lines = [m for m in metrics_lib.read_metrics(workdir) if "train_loss" in m and m["step"] <= step]
+  speeds = [m["tokens_per_sec"] for m in train_lines[1:] or train_lines if m.get("tokens_per_sec")]
+  out = {}
+  if speeds:
+    out["tokens_per_sec"] = float(statistics.median(speeds))
+  if train_lines and "wall_time" in train_lines[-1]:
+    out["wall_time"] = float(train_lines[-1]["wall_time"])
+  return out
+
+
+def sample(r: Restored, n: int, *, prompt: str = "", temperature: float = 0.8, seed: int = 0) -> str:
+  """Decodes n tokens after `prompt` with the recurrent state (model_lib.generate); returns prompt + sample as
+  text (text datasets) or as token ids (synthetic tasks: the prompt is the first validation example's first
+  half)."""
+  lm = steps.merge(r.static, r.state)
+  tok = r.info.tokenizer
+  if r.info.kind == "text":
+    bos = getattr(tok, "bos_id", None)
+    prompt_ids = ([bos] if bos is not None else []) + tok.encode(prompt)
+  else:
+    first = next(iter(eval_lib.make_eval_iterator(r.config)))
+    prompt_ids = [int(t) for t in first["inputs"][0, : max(first["inputs"].shape[1] // 2, 1)]]
+  prompt_BT = np.asarray([prompt_ids], np.int32)
+  tokens = np.asarray(model_lib.generate(lm, prompt_BT, n, temperature=temperature, key=jax.random.key(seed)))
+  new = tokens[0, len(prompt_ids):].tolist()
+  if r.info.kind == "text":
+    return prompt + tok.decode(new)
+  return f"prompt: {prompt_ids}\nsample: {new}"
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  """Takes --config.a.b=value overrides out of argv (applied to the workdir's config.json), parses the rest."""
+  rest = [argv[0]]
+  for arg in argv[1:]:
+    if arg.startswith("--config."):
+      key, eq, value = arg[len("--config."):].partition("=")
+      if not eq:
+        sys.exit(f"error: write config overrides as --config.{key}=VALUE")
+      _OVERRIDES[key] = value
+    else:
+      rest.append(arg)
+  return FLAGS(rest)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  workdir = FLAGS.workdir
+  try:
+    restored = restore(workdir, FLAGS.step, _OVERRIDES)
+  except (checkpoint.CheckpointError, train.ConfigError, FileNotFoundError) as e:
+    sys.exit(f"error: {e}")
+  result = evaluate_restored(workdir, restored, split=FLAGS.split, position_loss=FLAGS.position_loss)
+  positions = result.pop("position_loss", None)
+  if positions is not None:
+    with open(os.path.join(workdir, POSITION_LOSS_FILE), "w") as f:
+      json.dump({"step": result["step"], "position": list(range(1, len(positions) + 1)),
+                 "position_loss": positions}, f)
+  output = FLAGS.output or os.path.join(workdir, EVAL_FILE)
+  with open(output, "w") as f:
+    json.dump(result, f, indent=2)
+    f.write("\n")
+  print(json.dumps(result, indent=2))
+  if FLAGS.generate > 0:
+    text = sample(restored, FLAGS.generate, prompt=FLAGS.prompt, temperature=FLAGS.temperature, seed=FLAGS.seed)
+    print(f"--- sample ({FLAGS.generate} tokens, temperature {FLAGS.temperature}) ---\n{text}")
+
+
+if __name__ == "__main__":
+  app.run(main, flags_parser=_parse_flags)

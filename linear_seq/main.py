@@ -1,0 +1,37 @@
+"""Trains a model from a config file; resumes from the workdir's latest checkpoint automatically.
+
+  python -m linear_seq.main --config=configs/default.py[:mixer=gla,tiny=True] --workdir=runs/default \
+      [--config.model.mixer=retention --config.train.num_steps=100 ...]
+"""
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+from ml_collections import config_flags
+
+from linear_seq import checkpoint
+from linear_seq import sharding
+from linear_seq import train
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics.jsonl and config.json (resumed from).")
+config_flags.DEFINE_config_file("config", None, "Config file[:options], e.g. configs/mqar.py:mixer=gla,tiny=True.",
+                                lock_config=True)
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  sharding.maybe_initialize_distributed()
+  try:
+    final = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
+  except (train.ConfigError, FloatingPointError, checkpoint.CheckpointError) as e:
+    logging.error("%s", e)
+    sys.exit(f"error: {e}")
+  logging.info("done: %s", final)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,119 @@
+"""Training metrics: workdir/metrics.jsonl, TensorBoard event files (tensorboardX, no TensorFlow) and progress
+output — a tqdm bar on an interactive terminal, plain log lines otherwise.
+
+metrics.jsonl holds one JSON object per line: train lines {step, train_loss, learning_rate, tokens_per_sec, ...}
+and eval lines {step, eval_loss, eval_accuracy?, ...}. On resume from step S the lines with step > S are dropped
+first, so the file reads as one uninterrupted run.
+"""
+import json
+import math
+import os
+import sys
+from typing import Mapping, Optional
+
+from absl import logging
+
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+
+
+def read_metrics(workdir: str) -> list[dict]:
+  path = os.path.join(workdir, METRICS_FILE)
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def truncate_metrics(path: str, last_step: int) -> int:
+  """Drops lines with step > last_step (and unparsable partial lines); returns how many were dropped."""
+  if not os.path.exists(path):
+    return 0
+  kept, dropped = [], 0
+  with open(path) as f:
+    for line in f:
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:  # a line cut short by a crash
+        dropped += 1
+        continue
+      if record.get("step", 0) <= last_step:
+        kept.append(line if line.endswith("\n") else line + "\n")
+      else:
+        dropped += 1
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    f.writelines(kept)
+  os.replace(tmp, path)
+  return dropped
+
+
+def _clean(value):
+  """Python floats for JSON; non-finite floats become strings ('nan', 'inf') so the file stays strict JSON."""
+  if isinstance(value, bool) or isinstance(value, (int, str)) or value is None:
+    return value
+  value = float(value)
+  return value if math.isfinite(value) else str(value)
+
+
+class MetricsWriter:
+  """Writes metrics of one process (use `enabled=False` on non-primary hosts)."""
+
+  def __init__(self, workdir: str, *, start_step: int = 0, total_steps: Optional[int] = None,
+               enabled: bool = True, progress: Optional[bool] = None):
+    self.enabled = enabled
+    self.path = os.path.join(workdir, METRICS_FILE)
+    self._file = self._tb = self._bar = None
+    if not enabled:
+      return
+    os.makedirs(workdir, exist_ok=True)
+    dropped = truncate_metrics(self.path, start_step)
+    if dropped:
+      logging.info("dropped %d metrics lines past the restored step %d", dropped, start_step)
+    self._file = open(self.path, "a")
+    import tensorboardX  # pylint: disable=g-import-not-at-top  (slow import, only where metrics are written)
+    self._tb = tensorboardX.SummaryWriter(logdir=os.path.join(workdir, TENSORBOARD_DIR),
+                                          purge_step=start_step + 1 if start_step else None)
+    if progress is None:
+      progress = sys.stderr.isatty()
+    if progress and total_steps:
+      import tqdm  # pylint: disable=g-import-not-at-top
+      self._bar = tqdm.tqdm(total=total_steps, initial=start_step, unit="step", dynamic_ncols=True)
+
+  def write(self, step: int, metrics: Mapping[str, float]) -> None:
+    """Appends {'step': step, **metrics} to metrics.jsonl, TensorBoard, and the progress output."""
+    if not self.enabled:
+      return
+    record = {"step": int(step), **{k: _clean(v) for k, v in metrics.items()}}
+    self._file.write(json.dumps(record) + "\n")
+    self._file.flush()
+    for key, value in metrics.items():
+      if isinstance(value, (int, float)) and not isinstance(value, bool):
+        self._tb.add_scalar(key, value, step)
+    text = " ".join(f"{k}={_fmt(v)}" for k, v in metrics.items())
+    if self._bar is not None:
+      self._bar.set_postfix_str(text, refresh=True)
+      if any(k.startswith("eval") for k in metrics):
+        self._bar.write(f"step {step}: {text}")
+    else:
+      logging.info("step %d: %s", step, text)
+
+  def advance(self, step: int) -> None:
+    """Moves the progress bar to `step` (no-op without a bar)."""
+    if self._bar is not None and step > self._bar.n:
+      self._bar.update(step - self._bar.n)
+
+  def close(self) -> None:
+    if self._file is not None:
+      self._file.close()
+      self._tb.close()
+      self._file = None
+    if self._bar is not None:
+      self._bar.close()
+      self._bar = None
+
+
+def _fmt(value) -> str:
+  if isinstance(value, float):
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.3e}"
+  return str(value)

@@ -1,0 +1,35 @@
+"""Sequence mixers as Flax NNX modules, selected by name.
+
+Every mixer owns its parameters and projections and calls one op from `linear_seq.ops`:
+  cls = mixers.get(name); mixer = cls.from_config(model_config, rngs=rngs)   (or cls(d_model, ...))
+  y [B,T,D], state = mixer(x [B,T,D], *, state=None, segment_ids=None)
+  state = mixer.init_state(batch_size, max_len);  n = mixer.state_size(seq_len)  (floats per sequence)
+state=None starts fresh and the call returns the state after the last token; segment_ids int [B,T]
+marks packed documents (a change of id starts a document: linear mixers and S4 reset their state,
+softmax masks across documents).
+"""
+from linear_seq.mixers.gla import GatedLinearAttention
+from linear_seq.mixers.linear import LinearAttention
+from linear_seq.mixers.random_projection import RandomProjection
+from linear_seq.mixers.retention import Retention
+from linear_seq.mixers.s4 import S4D
+from linear_seq.mixers.softmax import SoftmaxAttention
+
+MIXERS = {
+    "softmax": SoftmaxAttention,
+    "linear": LinearAttention,
+    "retention": Retention,
+    "gla": GatedLinearAttention,
+    "s4": S4D,
+}
+
+
+def get(name: str) -> type:
+  """The mixer class registered under `name`; ValueError listing the valid names otherwise."""
+  if name not in MIXERS:
+    raise ValueError(f"unknown mixer {name!r}; valid: {', '.join(MIXERS)}")
+  return MIXERS[name]
+
+
+__all__ = ["MIXERS", "get", "RandomProjection", "SoftmaxAttention", "LinearAttention", "Retention",
+           "GatedLinearAttention", "S4D"]

@@ -1,0 +1,74 @@
+"""Gated linear attention (GLA, Yang et al. 2024): data-dependent forget gates from a low-rank projection."""
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from linear_seq import ops
+from linear_seq.mixers import segments
+from linear_seq.mixers.head_norm import HeadNorm
+
+
+class GatedLinearAttention(nnx.Module):
+  """S_t = diag(α_t) S_{t−1} + k_tᵀ v_t, o_t = q_t S_t K^−½; `ops.gated_linear_attention`.
+
+  Gate: log α_t = logsigmoid(x_t W1 W2 + b) / τ (rank r low-rank projection, temperature τ; GLA uses
+  τ = 16), a vector over K per head (vector_gate) or one scalar per head. Output as in the GLA paper:
+  y = W_o (swish(x W_r) ⊙ GroupNorm(o)). K = V = d_model / H (the paper's K = d_model/2 is not used).
+  segment_ids: log α = −inf at a document's first token. State: S [B,H,K,V] float32.
+  """
+
+  def __init__(self, d_model: int, num_heads: int, *, gate_rank: int = 16, gate_temperature: float = 16.0,
+               vector_gate: bool = True, mode: str = "", chunk_size: int = 64, dtype=jnp.float32,
+               rngs: nnx.Rngs):
+    if d_model % num_heads:
+      raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
+    if gate_temperature <= 0:
+      raise ValueError(f"gate_temperature must be positive, got {gate_temperature}")
+    if gate_rank <= 0:
+      raise ValueError(f"gate_rank must be a positive integer, got {gate_rank}")
+    self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+    self.gate_temperature, self.vector_gate = float(gate_temperature), vector_gate
+    self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
+    lin = lambda: nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
+    self.q_proj, self.k_proj, self.v_proj, self.r_proj, self.o_proj = lin(), lin(), lin(), lin(), lin()
+    gate_out = d_model if vector_gate else num_heads
+    self.gate_down = nnx.Linear(d_model, gate_rank, use_bias=False, dtype=dtype, rngs=rngs)
+    self.gate_up = nnx.Linear(gate_rank, gate_out, use_bias=True, dtype=dtype, rngs=rngs)
+    self.out_norm = HeadNorm(num_heads, self.head_dim)
+
+  @classmethod
+  def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "GatedLinearAttention":
+    return cls(cfg.d_model, cfg.num_heads, gate_rank=cfg.gate_rank, gate_temperature=cfg.gate_temperature,
+               vector_gate=cfg.vector_gate, mode=cfg.mode, chunk_size=cfg.chunk_size,
+               dtype=cfg.compute_dtype, rngs=rngs)
+
+  def init_state(self, batch_size: int, max_len: int = 0) -> jax.Array:
+    del max_len
+    return jnp.zeros((batch_size, self.num_heads, self.head_dim, self.head_dim), jnp.float32)
+
+  def state_size(self, seq_len: int = 0) -> int:
+    del seq_len
+    return self.num_heads * self.head_dim * self.head_dim
+
+  def log_forget(self, x_BTD) -> jax.Array:
+    """log α: [B,T,H,K] (vector gate) or [B,T,H] (scalar gate), float32, ≤ 0."""
+    B, T, _ = x_BTD.shape
+    logits = self.gate_up(self.gate_down(x_BTD)).astype(jnp.float32)
+    log_a = jax.nn.log_sigmoid(logits) / self.gate_temperature
+    return log_a.reshape(B, T, self.num_heads, self.head_dim) if self.vector_gate else log_a
+
+  def __call__(self, x_BTD, *, state=None, segment_ids=None):
+    B, T, _ = x_BTD.shape
+    H, K = self.num_heads, self.head_dim
+    q_BTHK = self.q_proj(x_BTD).reshape(B, T, H, K)
+    k_BTHK = self.k_proj(x_BTD).reshape(B, T, H, K)
+    v_BTHK = self.v_proj(x_BTD).reshape(B, T, H, K)
+    log_a = self.log_forget(x_BTD)
+    reset_BT = segments.reset_log_decay(segment_ids)
+    if reset_BT is not None:
+      log_a = log_a + reset_BT.reshape(B, T, *([1] * (log_a.ndim - 2)))
+    o_BTHK, state = ops.gated_linear_attention(
+        q_BTHK, k_BTHK, v_BTHK, log_a, initial_state=state,
+        mode=self.mode if T > 1 else "recurrent", chunk_size=self.chunk_size)
+    o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
+    return self.o_proj(jax.nn.swish(self.r_proj(x_BTD)) * o_BTD), state

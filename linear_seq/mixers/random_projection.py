@@ -1,0 +1,24 @@
+"""The random-feature projection of favor/rbf linear attention: non-trainable, checkpointed state."""
+import jax
+from flax import nnx
+
+from linear_seq import ops
+
+
+class RandomProjection(nnx.Variable):
+  """Random-feature matrix W [K, m] (`ops.random_projection`).
+
+  A Variable but not an `nnx.Param`: optimizers built with `wrt=nnx.Param` leave it alone, while
+  `nnx.state(model)` (and so a checkpoint) includes it. Redraw with `redraw(var, key)`.
+  """
+
+
+def draw(key: jax.Array, head_dim: int, num_features: int) -> jax.Array:
+  """A fresh orthogonal random projection [head_dim, num_features]."""
+  return ops.random_projection(key, head_dim, num_features, orthogonal=True)
+
+
+def redraw(var: RandomProjection, key: jax.Array) -> None:
+  """Replaces the projection in place with a fresh draw of the same shape."""
+  K, m = var[...].shape
+  var[...] = draw(key, K, m).astype(var[...].dtype)

@@ -1,0 +1,70 @@
+"""Multi-scale retention (RetNet, Sun et al. 2023): fixed per-head decay γ_h, group norm, swish gate."""
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from linear_seq import ops
+from linear_seq.mixers import segments
+from linear_seq.mixers.head_norm import HeadNorm
+
+
+def default_gammas(num_heads: int) -> tuple:
+  """RetNet's multi-scale decays γ_h = 1 − 2^(−5−h), h = 0..H−1."""
+  return tuple(1.0 - 2.0 ** (-5 - h) for h in range(num_heads))
+
+
+class Retention(nnx.Module):
+  """y = W_o (swish(x W_g) ⊙ GroupNorm(Retention(q, k, v))), S_t = γ_h S_{t−1} + k_tᵀ v_t per head.
+
+  K = V = d_model / H, scale K^−½ (the op's default). No xPos/RoPE. gamma: fixed values (1 or H of them,
+  each in (0, 1)) or RetNet's multi-scale default. Calls `ops.linear_recurrence` with log_decay = log γ
+  (the same recurrence as `ops.retention`) so a document boundary can add its reset (log α = −inf).
+  State: S [B,H,K,V] float32.
+  """
+
+  def __init__(self, d_model: int, num_heads: int, *, gamma: tuple = (), mode: str = "",
+               chunk_size: int = 64, dtype=jnp.float32, rngs: nnx.Rngs):
+    if d_model % num_heads:
+      raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
+    gamma = tuple(gamma) or default_gammas(num_heads)
+    if len(gamma) not in (1, num_heads):
+      raise ValueError(f"gamma needs 1 or num_heads={num_heads} values, got {len(gamma)}: {gamma}")
+    if not all(0.0 < g < 1.0 for g in gamma):
+      raise ValueError(f"gamma values must lie in (0, 1), got {gamma}")
+    self.gamma = (gamma * num_heads)[:num_heads]
+    self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+    self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
+    lin = lambda: nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
+    self.q_proj, self.k_proj, self.v_proj, self.g_proj, self.o_proj = lin(), lin(), lin(), lin(), lin()
+    self.out_norm = HeadNorm(num_heads, self.head_dim)
+
+  @classmethod
+  def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "Retention":
+    return cls(cfg.d_model, cfg.num_heads, gamma=cfg.gamma, mode=cfg.mode, chunk_size=cfg.chunk_size,
+               dtype=cfg.compute_dtype, rngs=rngs)
+
+  def init_state(self, batch_size: int, max_len: int = 0) -> jax.Array:
+    del max_len
+    return jnp.zeros((batch_size, self.num_heads, self.head_dim, self.head_dim), jnp.float32)
+
+  def state_size(self, seq_len: int = 0) -> int:
+    del seq_len
+    return self.num_heads * self.head_dim * self.head_dim
+
+  def __call__(self, x_BTD, *, state=None, segment_ids=None):
+    B, T, _ = x_BTD.shape
+    H, K = self.num_heads, self.head_dim
+    q_BTHK = self.q_proj(x_BTD).reshape(B, T, H, K)
+    k_BTHK = self.k_proj(x_BTD).reshape(B, T, H, K)
+    v_BTHK = self.v_proj(x_BTD).reshape(B, T, H, K)
+    log_decay = jnp.asarray([math.log(g) for g in self.gamma], jnp.float32)
+    reset_BT = segments.reset_log_decay(segment_ids)
+    if reset_BT is not None:
+      log_decay = reset_BT[:, :, None] + log_decay
+    o_BTHK, state = ops.linear_recurrence(
+        q_BTHK, k_BTHK, v_BTHK, log_decay, initial_state=state,
+        mode=self.mode if T > 1 else "recurrent", chunk_size=self.chunk_size)
+    o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
+    return self.o_proj(jax.nn.swish(self.g_proj(x_BTD)) * o_BTD), state

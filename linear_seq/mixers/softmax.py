@@ -1,0 +1,86 @@
+"""Multi-head softmax attention with a KV cache (the quadratic baseline)."""
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from linear_seq import ops
+from linear_seq.mixers import segments
+from linear_seq.mixers.rope import rope
+from linear_seq.ops._checks import check_choice
+
+POS_ENCODINGS = ("none", "learned", "rope")
+
+
+class SoftmaxAttention(nnx.Module):
+  """Causal multi-head attention, `ops.softmax_attention`; K = V = d_model / H.
+
+  Positions: 'none', 'learned' (absolute, added to the input of the q and k projections; positions past
+  `max_len` reuse the last embedding) or 'rope' (rotary on q and k). Positions count within a document.
+  segment_ids: a query attends only to keys of its own document (segment mask).
+  State (the KV cache): dict(k [B,L,H,K], v [B,L,H,K], segment [B,L] int32 document index of each cached
+  key, index int32 (filled slots), pos [B] int32 (position of the next token in its document)).
+  Without a state the call returns a cache of exactly T slots; decoding needs `init_state(B, max_len)`.
+  """
+
+  def __init__(self, d_model: int, num_heads: int, *, pos_encoding: str = "rope", max_len: int = 2048,
+               dtype=jnp.float32, rngs: nnx.Rngs):
+    check_choice("positional encoding", pos_encoding, POS_ENCODINGS)
+    if d_model % num_heads:
+      raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
+    self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+    self.pos_encoding, self.max_len, self.dtype = pos_encoding, max_len, dtype
+    lin = lambda: nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
+    self.q_proj, self.k_proj, self.v_proj, self.o_proj = lin(), lin(), lin(), lin()
+    if pos_encoding == "learned":
+      self.pos_embed = nnx.Embed(max_len, d_model, dtype=dtype,
+                                 embedding_init=nnx.initializers.normal(0.02), rngs=rngs)
+
+  @classmethod
+  def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "SoftmaxAttention":
+    return cls(cfg.d_model, cfg.num_heads, pos_encoding=cfg.pos_encoding, max_len=cfg.max_len,
+               dtype=cfg.compute_dtype, rngs=rngs)
+
+  def init_state(self, batch_size: int, max_len: int) -> dict:
+    shape = (batch_size, max_len, self.num_heads, self.head_dim)
+    return dict(k=jnp.zeros(shape, self.dtype), v=jnp.zeros(shape, self.dtype),
+                segment=jnp.zeros((batch_size, max_len), jnp.int32),
+                index=jnp.zeros((), jnp.int32), pos=jnp.zeros((batch_size,), jnp.int32))
+
+  def state_size(self, seq_len: int) -> int:
+    """Floats per sequence: the k and v caches of seq_len tokens."""
+    return 2 * seq_len * self.d_model
+
+  def __call__(self, x_BTD, *, state=None, segment_ids=None):
+    B, T, _ = x_BTD.shape
+    H, K = self.num_heads, self.head_dim
+    fresh = state is None
+    if fresh:
+      state = self.init_state(B, T)
+    pos_BT = segments.positions(segment_ids, state["pos"], T)
+    doc_BT = (jnp.zeros((B, T), jnp.int32) if segment_ids is None
+              else segments.document_index(segment_ids))
+    qk_in = x_BTD
+    if self.pos_encoding == "learned":
+      qk_in = x_BTD + self.pos_embed(jnp.minimum(pos_BT, self.max_len - 1))
+    q_BTHK = self.q_proj(qk_in).reshape(B, T, H, K)
+    k_BTHK = self.k_proj(qk_in).reshape(B, T, H, K)
+    v_BTHK = self.v_proj(x_BTD).reshape(B, T, H, K)
+    if self.pos_encoding == "rope":
+      q_BTHK, k_BTHK = rope(q_BTHK, pos_BT), rope(k_BTHK, pos_BT)
+
+    # Cached keys carry a document index relative to the call: the continuing document is 0, earlier
+    # ones negative, so a query only matches keys of its own document.
+    index = state["index"]
+    seg_BL = state["segment"] - state["segment"][jnp.arange(B), jnp.maximum(index - 1, 0)][:, None]
+    seg_BL = jax.lax.dynamic_update_slice(seg_BL, doc_BT, (0, index))
+    k_BLHK = jax.lax.dynamic_update_slice(state["k"], k_BTHK.astype(state["k"].dtype), (0, index, 0, 0))
+    v_BLHK = jax.lax.dynamic_update_slice(state["v"], v_BTHK.astype(state["v"].dtype), (0, index, 0, 0))
+    L = k_BLHK.shape[1]
+    slot_L = jnp.arange(L)
+    causal_TL = slot_L[None, :] <= index + jnp.arange(T)[:, None]      # also excludes empty slots
+    mask_BTL = causal_TL[None] & (seg_BL[:, None, :] == doc_BT[:, :, None])
+    o_BTHK = ops.softmax_attention(q_BTHK, k_BLHK.astype(q_BTHK.dtype), v_BLHK.astype(q_BTHK.dtype),
+                                   causal=False, mask=mask_BTL[:, None])
+    y_BTD = self.o_proj(o_BTHK.reshape(B, T, H * K))
+    new_state = dict(k=k_BLHK, v=v_BLHK, segment=seg_BL, index=index + T, pos=pos_BT[:, -1] + 1)
+    return y_BTD, new_state

@@ -1,0 +1,278 @@
+"""Decoder-only language model over any mixer: config dataclass, LM, generation, optimizer labels.
+
+  cfg = ModelConfig.from_config(config.model, vocab_size=V)
+  lm = LM(cfg, rngs=nnx.Rngs(seed))
+  logits [B,T,V] f32, state = lm(tokens [B,T], *, segment_ids=None, state=None)
+  tokens [B,T0+n] = generate(lm, prompt [B,T0], n, temperature=1.0, key=key)
+
+Blocks are pre-norm: x += mixer(conv(RMSNorm(x))); x += MLP(RMSNorm(x)). The LM state is a list with
+one dict per layer: {'mixer': the mixer's state, 'conv': last conv_width−1 inputs [B,W−1,D]} ('conv'
+only with conv_width > 0).
+"""
+import dataclasses
+import functools
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from linear_seq import mixers, ops
+from linear_seq.mixers import random_projection as rp
+from linear_seq.mixers.short_conv import ShortConv
+from linear_seq.ops._checks import check_choice
+
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def _floats(value) -> tuple[float, ...]:
+  if isinstance(value, str):
+    return tuple(float(v) for v in value.split(",") if v.strip())
+  return tuple(float(v) for v in value)
+
+
+def _names(value) -> tuple[str, ...]:
+  if isinstance(value, str):
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+  return tuple(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Model hyper-parameters; one field per `config.model` field (see configs/default.py for each).
+
+  String list fields of the config (`layer_mixers`, `decay`, `gamma`: comma-separated) become tuples.
+  """
+  vocab_size: int
+  mixer: str = "gla"
+  layer_mixers: tuple[str, ...] = ()
+  d_model: int = 128
+  num_layers: int = 4
+  num_heads: int = 4
+  mlp_ratio: float = 4
+  conv_width: int = 0
+  tie_embeddings: bool = True
+  dtype: str = "float32"
+  mode: str = ""
+  chunk_size: int = 64
+  pos_encoding: str = "rope"
+  max_len: int = 2048
+  feature_map: str = "elu1"
+  num_features: int = 64
+  redraw_every: int = 0
+  normalize: str = ""
+  decay: tuple[float, ...] = ()
+  gamma: tuple[float, ...] = ()
+  gate_temperature: float = 16.0
+  gate_rank: int = 16
+  vector_gate: bool = True
+  state_size: int = 64
+  s4_init: str = "lin"
+  discretization: str = "zoh"
+  dt_min: float = 1e-3
+  dt_max: float = 1e-1
+
+  def __post_init__(self):
+    set_ = lambda k, v: object.__setattr__(self, k, v)
+    set_("layer_mixers", _names(self.layer_mixers))
+    set_("decay", _floats(self.decay))
+    set_("gamma", _floats(self.gamma))
+    for name, value in (("vocab_size", self.vocab_size), ("d_model", self.d_model),
+                        ("num_layers", self.num_layers), ("num_heads", self.num_heads),
+                        ("chunk_size", self.chunk_size)):
+      if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"model.{name} must be a positive integer, got {value!r}")
+    if self.d_model % self.num_heads:
+      raise ValueError(f"model.d_model={self.d_model} must divide by model.num_heads={self.num_heads}")
+    if self.layer_mixers and len(self.layer_mixers) != self.num_layers:
+      raise ValueError(f"model.layer_mixers lists {len(self.layer_mixers)} mixers "
+                       f"({','.join(self.layer_mixers)}) for num_layers={self.num_layers}")
+    for name in self.mixers:
+      mixers.get(name)  # ValueError listing the valid names
+    check_choice("model.dtype", self.dtype, tuple(DTYPES))
+    if self.mode:
+      check_choice("model.mode", self.mode, tuple(ops.MODES) + tuple(ops.SSM_MODES))
+    if self.mlp_ratio < 0 or self.conv_width < 0 or self.conv_width == 1:
+      raise ValueError(f"need mlp_ratio >= 0 and conv_width 0 or >= 2, got {self.mlp_ratio}, "
+                       f"{self.conv_width}")
+
+  @property
+  def mixers(self) -> tuple[str, ...]:
+    """The mixer name of every layer."""
+    return self.layer_mixers or (self.mixer,) * self.num_layers
+
+  @property
+  def compute_dtype(self):
+    return DTYPES[self.dtype]
+
+  @classmethod
+  def from_config(cls, config, *, vocab_size: int = 0) -> "ModelConfig":
+    """From a `config.model` ConfigDict (or dict); vocab_size is used when the config's is 0."""
+    values = {f.name: config[f.name] for f in dataclasses.fields(cls) if f.name in config}
+    values["vocab_size"] = int(values.get("vocab_size") or vocab_size)
+    if not values["vocab_size"]:
+      raise ValueError("vocab_size is 0 in the config and not given: pass the dataset's vocab_size")
+    return cls(**values)
+
+
+class MLP(nnx.Module):
+  """GELU MLP D -> hidden -> D."""
+
+  def __init__(self, d_model: int, hidden: int, *, dtype, rngs: nnx.Rngs):
+    self.up = nnx.Linear(d_model, hidden, dtype=dtype, rngs=rngs)
+    self.down = nnx.Linear(hidden, d_model, dtype=dtype, rngs=rngs)
+
+  def __call__(self, x):
+    return self.down(jax.nn.gelu(self.up(x)))
+
+
+class Block(nnx.Module):
+  """x += mixer(conv(norm(x))); x += MLP(norm(x))."""
+
+  def __init__(self, cfg: ModelConfig, mixer_name: str, *, rngs: nnx.Rngs):
+    dt = cfg.compute_dtype
+    self.mixer_norm = nnx.RMSNorm(cfg.d_model, dtype=dt, rngs=rngs)
+    self.conv = ShortConv(cfg.d_model, cfg.conv_width, dtype=dt, rngs=rngs) if cfg.conv_width else None
+    self.mixer = mixers.get(mixer_name).from_config(cfg, rngs=rngs)
+    hidden = int(round(cfg.mlp_ratio * cfg.d_model))
+    self.mlp_norm = nnx.RMSNorm(cfg.d_model, dtype=dt, rngs=rngs) if hidden else None
+    self.mlp = MLP(cfg.d_model, hidden, dtype=dt, rngs=rngs) if hidden else None
+
+  def init_state(self, batch_size: int, max_len: int) -> dict:
+    state = {"mixer": self.mixer.init_state(batch_size, max_len)}
+    if self.conv is not None:
+      state["conv"] = self.conv.init_state(batch_size)
+    return state
+
+  def state_size(self, seq_len: int) -> int:
+    return self.mixer.state_size(seq_len) + (self.conv.state_size() if self.conv is not None else 0)
+
+  def __call__(self, x, *, state=None, segment_ids=None):
+    state = state or {}
+    new_state = {}
+    h = self.mixer_norm(x)
+    if self.conv is not None:
+      h, new_state["conv"] = self.conv(h, state=state.get("conv"), segment_ids=segment_ids)
+    h, new_state["mixer"] = self.mixer(h, state=state.get("mixer"), segment_ids=segment_ids)
+    x = x + h.astype(x.dtype)
+    if self.mlp is not None:
+      x = x + self.mlp(self.mlp_norm(x)).astype(x.dtype)
+    return x, new_state
+
+
+class LM(nnx.Module):
+  """Token embedding, num_layers blocks, final RMSNorm, tied or untied head; float32 logits."""
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    self.cfg = cfg
+    dt = cfg.compute_dtype
+    self.embed = nnx.Embed(cfg.vocab_size, cfg.d_model, dtype=dt,
+                           embedding_init=nnx.initializers.normal(0.02), rngs=rngs)
+    self.blocks = nnx.List([Block(cfg, name, rngs=rngs) for name in cfg.mixers])
+    self.final_norm = nnx.RMSNorm(cfg.d_model, dtype=dt, rngs=rngs)
+    self.head = None if cfg.tie_embeddings else nnx.Linear(
+        cfg.d_model, cfg.vocab_size, use_bias=False, dtype=jnp.float32, rngs=rngs)
+
+  def init_state(self, batch_size: int, max_len: int) -> list:
+    """Fresh decode state for sequences up to max_len tokens (max_len only sizes softmax's cache)."""
+    return [block.init_state(batch_size, max_len) for block in self.blocks]
+
+  def state_size(self, seq_len: int) -> int:
+    """Floats per sequence held by the decode state after seq_len tokens, summed over layers."""
+    return sum(block.state_size(seq_len) for block in self.blocks)
+
+  def __call__(self, tokens, *, segment_ids=None, state=None):
+    if state is not None and len(state) != len(self.blocks):
+      raise ValueError(f"state has {len(state)} layers, the model {len(self.blocks)}")
+    x = self.embed(jnp.asarray(tokens, jnp.int32)).astype(self.cfg.compute_dtype)
+    new_state = []
+    for i, block in enumerate(self.blocks):
+      x, s = block(x, state=None if state is None else state[i], segment_ids=segment_ids)
+      new_state.append(s)
+    h = self.final_norm(x).astype(jnp.float32)
+    if self.head is None:
+      logits = h @ self.embed.embedding[...].astype(jnp.float32).T
+    else:
+      logits = self.head(h)
+    return logits, new_state
+
+
+# ------------------------------------------------------------------------------------------------
+# Generation.
+
+def _sample(logits_BV, key, temperature: float):
+  if temperature == 0:
+    return jnp.argmax(logits_BV, axis=-1).astype(jnp.int32)
+  return jax.random.categorical(key, logits_BV / temperature, axis=-1).astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "n", "temperature"))
+def _generate(graphdef, params, prompt_BT, state, key, *, n: int, temperature: float):
+  lm = nnx.merge(graphdef, params)
+  keys = jax.random.split(key, n)
+  logits, state = lm(prompt_BT, state=state)           # prefill: the parallel/chunk form
+  first = _sample(logits[:, -1], keys[0], temperature)
+
+  def step(carry, key):
+    token_B, state = carry
+    logits, state = lm(token_B[:, None], state=state)  # one token with the recurrent state
+    return (_sample(logits[:, -1], key, temperature), state), token_B
+
+  (last, _), tokens_NB = jax.lax.scan(step, (first, state), keys[1:])
+  return jnp.concatenate([prompt_BT, tokens_NB.T, last[:, None]], axis=1)
+
+
+def generate(lm: LM, prompt, n: int, *, temperature: float = 1.0, key=None) -> jax.Array:
+  """Continues prompt int [B,T0] by n tokens -> [B,T0+n] int32; temperature 0 = greedy (argmax).
+
+  Prefills the prompt in one parallel pass, then decodes one token per step with the recurrent state
+  (O(1) memory per token for linear mixers and S4, a KV cache of T0+n slots for softmax), all in one
+  jitted function (lax.scan over the steps).
+  """
+  prompt = jnp.asarray(prompt, jnp.int32)
+  if prompt.ndim != 2 or prompt.shape[1] < 1:
+    raise ValueError(f"prompt has shape {list(prompt.shape)}, expected [B, T0] with T0 >= 1")
+  if n <= 0:
+    return prompt
+  if temperature < 0:
+    raise ValueError(f"temperature must be >= 0, got {temperature}")
+  if key is None:
+    if temperature:
+      raise ValueError("sampling with temperature > 0 needs a PRNG key")
+    key = jax.random.key(0)
+  graphdef, params = nnx.split(lm)
+  state = lm.init_state(prompt.shape[0], prompt.shape[1] + n)
+  return _generate(graphdef, params, prompt, state, key, n=n, temperature=float(temperature))
+
+
+# ------------------------------------------------------------------------------------------------
+# Optimizer grouping and random features.
+
+SSM_PARAMS = ("log_A_real", "A_imag", "log_dt")
+_NO_DECAY = ("scale", "bias")
+
+
+def param_label(path: Sequence[Any]) -> str:
+  """'ssm' (the SSM's A and log Δ), 'no_decay' (norm scales, biases incl. gate biases) or 'decay'.
+
+  path: the parameter's path in nnx.state(lm), e.g. ('blocks', '0', 'mixer', 'gate_up', 'bias').
+  """
+  names = [str(p) for p in path]
+  if names and names[-1] == "value":  # tolerate a trailing '.value' key
+    names = names[:-1]
+  if not names:
+    raise ValueError("empty parameter path")
+  leaf = names[-1]
+  if leaf in SSM_PARAMS:
+    return "ssm"
+  if leaf in _NO_DECAY or leaf.endswith("_bias") or any("norm" in n for n in names[:-1]):
+    return "no_decay"
+  return "decay"
+
+
+def redraw_projections(lm: nnx.Module, key) -> int:
+  """Redraws every random-feature projection (`RandomProjection`) in place; returns how many."""
+  variables = [v for _, v in nnx.iter_graph(lm) if isinstance(v, rp.RandomProjection)]
+  for i, var in enumerate(variables):
+    rp.redraw(var, jax.random.fold_in(key, i))
+  return len(variables)

@@ -1,0 +1,271 @@
+"""Study 5: speed and memory of the whole LM per mixer vs sequence length.
+
+  python -m linear_seq.speed --workdir=runs/speed                  # ≈25 min on 2 CPU cores
+  python -m linear_seq.speed --workdir=/tmp/speed --tiny           # smoke run, ≈1 min
+  python -m linear_seq.speed --decode_workdir=runs/lm/SUB          # decode ms/token of a trained model
+
+For every mixer and sequence length T it measures
+  - the training step: forward + backward (gradients of the mean next-token loss wrt all parameters) of the LM
+    on a [batch, T] batch, jitted; median of `repeats` calls after a warm-up; tokens/s; XLA's compiled
+    memory (temp + arguments + outputs) of that step;
+  - decoding: the time of one jitted one-token step with a state that has seen T tokens of context
+    (a KV cache of T + 1 slots for softmax; the O(1) recurrent state for the linear mixers and S4).
+Compilation and one warm-up call are excluded. A case that runs out of memory, or whose first call takes
+longer than --max_case_seconds, is recorded as such and the mixer's longer lengths are skipped.
+The crossover length of a linear mixer is where its training step becomes faster than softmax's
+(log-log interpolation between the measured lengths). Writes DIR/speed.json, DIR/results.md and PNG plots.
+The model is configs/default.py's (width 128, 4 layers, 4 heads, MLP 4x, byte vocabulary) unless overridden.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from linear_seq import config_lib
+from linear_seq import model as model_lib
+from linear_seq import report
+
+MIXERS = ("softmax", "linear", "retention", "gla", "s4")
+LENGTHS = (512, 1024, 2048, 4096, 8192)
+VOCAB = 260
+_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
+
+
+def model_config(mixer: str, *, tiny: bool = False, overrides: dict[str, Any] | None = None):
+  """configs/default.py's model with `mixer` (tiny: width 32, 2 layers)."""
+  c = config_lib.load_sibling(os.path.join(_CONFIGS, "default.py"), "default").get_config(
+      "tiny=True" if tiny else "")
+  c = config_lib.apply_overrides(c, {"model.mixer": mixer, **(overrides or {})})
+  return model_lib.ModelConfig.from_config(c.model, vocab_size=VOCAB)
+
+
+def _median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
+  """(first call seconds incl. compile, median seconds of `repeats` later calls)."""
+  t = time.perf_counter()
+  jax.block_until_ready(fn())
+  first = time.perf_counter() - t
+  times = []
+  for _ in range(repeats):
+    t = time.perf_counter()
+    jax.block_until_ready(fn())
+    times.append(time.perf_counter() - t)
+  return first, statistics.median(times)
+
+
+def time_train_step(lm: model_lib.LM, batch_size: int, seq_len: int, repeats: int) -> dict[str, Any]:
+  """Forward + backward of the LM's mean next-token loss on random tokens [batch_size, seq_len]."""
+  graphdef, params, rest = nnx.split(lm, nnx.Param, ...)
+
+  def loss_fn(params, tokens):
+    logits, _ = nnx.merge(graphdef, params, rest)(tokens[:, :-1])
+    logp = jax.nn.log_softmax(logits)
+    return -jnp.mean(jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1))
+
+  grad_fn = jax.jit(jax.value_and_grad(loss_fn))
+  tokens = jax.random.randint(jax.random.key(0), (batch_size, seq_len + 1), 0, VOCAB, jnp.int32)
+  compiled = grad_fn.lower(params, tokens).compile()
+  mem = compiled.memory_analysis()
+  memory = None
+  if mem is not None:
+    memory = int(mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes)
+  first, median = _median_time(lambda: compiled(params, tokens), repeats)
+  return {"train_step_s": median, "train_first_s": first, "train_tokens_per_sec": batch_size * seq_len / median,
+          "train_memory_bytes": memory}
+
+
+def time_decode(lm: model_lib.LM, batch_size: int, context: int, steps: int) -> dict[str, Any]:
+  """Seconds per one-token decode step after a prefill of `context` tokens (median over `steps` steps)."""
+  graphdef, params = nnx.split(lm)
+
+  @jax.jit
+  def prefill(params, tokens, state):
+    return nnx.merge(graphdef, params)(tokens, state=state)[1]
+
+  @jax.jit
+  def step(params, token, state):
+    logits, state = nnx.merge(graphdef, params)(token, state=state)
+    return jnp.argmax(logits[:, -1], -1).astype(jnp.int32)[:, None], state
+
+  prompt = jax.random.randint(jax.random.key(1), (batch_size, context), 0, VOCAB, jnp.int32)
+  state = jax.block_until_ready(prefill(params, prompt, lm.init_state(batch_size, context + steps + 1)))
+  token = prompt[:, -1:]
+  token, state = jax.block_until_ready(step(params, token, state))  # compile + warm-up
+  times = []
+  for _ in range(steps):
+    t = time.perf_counter()
+    token, state = jax.block_until_ready(step(params, token, state))
+    times.append(time.perf_counter() - t)
+  return {"decode_ms_per_token": 1e3 * statistics.median(times)}
+
+
+def decode_speed_of_workdir(workdir: str, *, context: int = 0, steps: int = 32) -> dict[str, Any]:
+  """Decode ms/token of a trained workdir's model (restored like linear_seq.evaluate) after `context` tokens
+  (0 = its eval sequence length); written to workdir/decode.json by `--decode_workdir`."""
+  from linear_seq import eval_lib, evaluate, steps as steps_lib  # pylint: disable=g-import-not-at-top
+
+  r = evaluate.restore(workdir)
+  context = context or eval_lib.eval_seq_len(r.config)
+  out = {"step": int(r.step), "decode_context": context,
+         **time_decode(steps_lib.merge(r.static, r.state), 1, context, steps)}
+  with open(os.path.join(workdir, "decode.json"), "w") as f:
+    json.dump(out, f, indent=1)
+  return out
+
+
+def crossover(lengths: Sequence[int], fast: Sequence[float | None], slow: Sequence[float | None]) -> str:
+  """First length where fast < slow, log-log interpolated between measured lengths (a readable string)."""
+  pts = [(t, f, s) for t, f, s in zip(lengths, fast, slow) if f is not None and s is not None]
+  if not pts:
+    return "n/a"
+  if pts[0][1] < pts[0][2]:
+    return f"≤ {pts[0][0]}"
+  for (t0, f0, s0), (t1, f1, s1) in zip(pts, pts[1:]):
+    if f1 < s1:
+      d0, d1 = math.log(f0 / s0), math.log(f1 / s1)
+      frac = d0 / (d0 - d1)
+      return f"≈ {round(math.exp(math.log(t0) + frac * (math.log(t1) - math.log(t0))))}"
+  return f"> {pts[-1][0]}"
+
+
+def run(mixers: Sequence[str], lengths: Sequence[int], *, batch_size: int, repeats: int, decode_steps: int,
+        tiny: bool, max_case_seconds: float, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+  """Measures every (mixer, length); returns one record per case."""
+  records = []
+  for mixer in mixers:
+    cfg = model_config(mixer, tiny=tiny)
+    lm = model_lib.LM(cfg, rngs=nnx.Rngs(0))
+    skip = ""
+    for T in lengths:
+      rec: dict[str, Any] = {"mixer": mixer, "seq_len": T, "state_size": lm.state_size(T),
+                             "num_params": sum(x.size for x in jax.tree.leaves(nnx.state(lm, nnx.Param)))}
+      if skip:
+        rec["status"] = skip
+        records.append(rec)
+        continue
+      try:
+        rec.update(time_train_step(lm, batch_size, T, repeats))
+        rec.update(time_decode(lm, 1, T, decode_steps))
+        rec["status"] = "ok"
+        if rec["train_first_s"] > max_case_seconds:
+          skip = f"skipped (T={T} took {rec['train_first_s']:.0f}s)"
+      except Exception as e:  # pylint: disable=broad-except  (XLA reports OOM as a runtime error)
+        if "RESOURCE_EXHAUSTED" not in str(e) and "Out of memory" not in str(e) and not isinstance(e, MemoryError):
+          raise
+        rec["status"] = skip = "out of memory"
+      records.append(rec)
+      log(json.dumps({k: (round(v, 5) if isinstance(v, float) else v) for k, v in rec.items()}))
+  return records
+
+
+def _fmt(v, digits=3):
+  return "" if v is None else (f"{v:.{digits}g}" if isinstance(v, float) else str(v))
+
+
+def markdown(records: Sequence[dict[str, Any]], *, command: str, plots: Sequence[str]) -> str:
+  lengths = sorted({r["seq_len"] for r in records})
+  mixers = list(dict.fromkeys(r["mixer"] for r in records))
+  by = {(r["mixer"], r["seq_len"]): r for r in records}
+  get = lambda m, t, k: by.get((m, t), {}).get(k)
+  lines = ["# Results: speed and memory", "", f"Command: `{command}`", "",
+           "## Training step (forward + backward), ms", "",
+           "| mixer | " + " | ".join(f"T={t}" for t in lengths) + " | crossover vs softmax |",
+           "|---|" + "---|" * (len(lengths) + 1)]
+  for m in mixers:
+    cells = [_fmt(1e3 * get(m, t, "train_step_s")) if get(m, t, "train_step_s") else
+             (get(m, t, "status") or "") for t in lengths]
+    cross = "" if m == "softmax" else crossover(lengths, [get(m, t, "train_step_s") for t in lengths],
+                                                [get("softmax", t, "train_step_s") for t in lengths])
+    lines.append(f"| {m} | " + " | ".join(cells) + f" | {cross} |")
+  for title, key, scale in (("Decode, ms per token at context length T", "decode_ms_per_token", 1.0),
+                            ("Compiled memory of the training step, MiB", "train_memory_bytes", 2.0 ** -20),
+                            ("Decode state, floats per sequence", "state_size", 1.0)):
+    lines += ["", f"## {title}", "", "| mixer | " + " | ".join(f"T={t}" for t in lengths) + " |",
+              "|---|" + "---|" * len(lengths)]
+    for m in mixers:
+      vals = [get(m, t, key) for t in lengths]
+      lines.append(f"| {m} | " + " | ".join(_fmt(v * scale if v is not None else None) for v in vals) + " |")
+  lines += [""] + [f"![{p}]({p})" for p in plots]
+  lines += ["", "## Environment", ""] + [f"- {k}: `{v}`" for k, v in report.environment().items()] + [""]
+  return "\n".join(lines)
+
+
+def draw(records: Sequence[dict[str, Any]], workdir: str) -> list[str]:
+  """train_step_vs_length.png, decode_vs_context.png, memory_vs_length.png."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  files = []
+  for key, scale, ylabel, name in (("train_step_s", 1e3, "training step (ms)", "train_step_vs_length.png"),
+                                   ("decode_ms_per_token", 1.0, "decode (ms / token)", "decode_vs_context.png"),
+                                   ("train_memory_bytes", 2.0 ** -20, "compiled memory (MiB)",
+                                    "memory_vs_length.png")):
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for m in dict.fromkeys(r["mixer"] for r in records):
+      pts = [(r["seq_len"], r[key] * scale) for r in records if r["mixer"] == m and r.get(key) is not None]
+      if pts:
+        ax.plot(*zip(*pts), marker="o", label=m)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length T" if key != "decode_ms_per_token" else "context length T")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(workdir, name), dpi=110)
+    plt.close(fig)
+    files.append(name)
+  return files
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--workdir", help="where speed.json, results.md and the plots go")
+  p.add_argument("--decode_workdir", default="",
+                 help="instead: time decoding of this trained workdir's model, write WORKDIR/decode.json")
+  p.add_argument("--decode_context", type=int, default=0, help="context for --decode_workdir (0 = eval seq_len)")
+  p.add_argument("--mixers", default=",".join(MIXERS))
+  p.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
+  p.add_argument("--batch_size", type=int, default=1)
+  p.add_argument("--repeats", type=int, default=3)
+  p.add_argument("--decode_steps", type=int, default=16)
+  p.add_argument("--max_case_seconds", type=float, default=120.0,
+                 help="skip a mixer's longer lengths once a first call (compile + run) takes longer")
+  p.add_argument("--tiny", action="store_true", help="smoke run: tiny model, T in {64, 128}, 1 repeat")
+  args = p.parse_args(argv)
+  if args.decode_workdir:
+    print(json.dumps(decode_speed_of_workdir(args.decode_workdir, context=args.decode_context,
+                                             steps=args.decode_steps)))
+    return 0
+  if not args.workdir:
+    p.error("--workdir is required (or --decode_workdir)")
+  mixers = [m for m in args.mixers.split(",") if m]
+  for m in mixers:
+    if m not in MIXERS:
+      raise ValueError(f"unknown mixer {m!r}; valid: {', '.join(MIXERS)}")
+  lengths = [int(t) for t in args.lengths.split(",")] if not args.tiny else [64, 128]
+  repeats, steps = (1, 2) if args.tiny else (args.repeats, args.decode_steps)
+  os.makedirs(args.workdir, exist_ok=True)
+  records = run(mixers, lengths, batch_size=args.batch_size, repeats=repeats, decode_steps=steps, tiny=args.tiny,
+                max_case_seconds=args.max_case_seconds)
+  with open(os.path.join(args.workdir, "speed.json"), "w") as f:
+    json.dump(records, f, indent=1)
+  plots = draw(records, args.workdir)
+  command = " ".join(["python -m linear_seq.speed", *(argv if argv is not None else sys.argv[1:])])
+  with open(os.path.join(args.workdir, "results.md"), "w") as f:
+    f.write(markdown(records, command=command, plots=plots))
+  print(f"wrote {args.workdir}/speed.json, results.md, " + ", ".join(plots))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

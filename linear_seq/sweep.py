@@ -1,0 +1,363 @@
+"""Sweep runner: train + evaluate every point of a config's `get_sweep()`, then write the study's report.
+
+  python -m linear_seq.sweep --config=experiments/mqar/config.py[:args] --workdir=DIR \
+      [--parallel=N] [--dry_run] [--config.train.num_steps=...]
+
+A config file defines `get_config(arg)` and `get_sweep()` (or `get_sweep(arg)`), a list of override dicts
+such as `[{"model.mixer": m, "seed": s} for m in ... for s in ...]`. Each point runs in its own sub-workdir
+named after its overrides (`DIR/model.mixer=gla,seed=0`) as two subprocesses,
+  python -m linear_seq.main --config=FILE[:args] --workdir=SUB --config.k=v ...
+  python -m linear_seq.evaluate --workdir=SUB
+with their output appended to SUB/log.txt. Points whose eval.json is at the final step are skipped; an
+interrupted point is rerun and the trainer resumes from its checkpoint. A failed point is reported and the
+sweep goes on; the exit status is non-zero if any point failed.
+
+Optional hooks in the config file:
+  get_followup_sweep(rows[, arg]) -> more override dicts, run after the first points finish (`rows` are
+      report.collect's rows, e.g. pick each arm's best learning rate for a harder setting);
+  get_plots([arg]) -> plot specs for linear_seq.plots (default: the main metric per point);
+  get_eval_args([arg]) -> extra flags for linear_seq.evaluate;
+  get_extra_commands([arg]) -> [(module_args, output_file), ...] run after evaluate in each point, e.g.
+      (['-m', 'linear_seq.probe', '--workdir={workdir}'], 'probe.json'); scalars in output_file join the table
+      and the point counts as finished only when every output_file exists.
+`--config.x=v` flags given to the sweep apply to every point (a point's own override of x wins).
+With --parallel N, each point is pinned to one CPU core (XLA's CPU thread pool follows the process's
+affinity; XLA_FLAGS/OMP settings alone do not limit it in jax 0.10) so N single-threaded runs share the cores.
+"""
+import concurrent.futures
+import dataclasses
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import queue
+import re
+import shlex
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+import ml_collections
+
+# Environment for single-threaded points (--parallel > 1). The affinity mask is what limits XLA's pool.
+SINGLE_THREAD_ENV = {
+    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "TF_NUM_INTRAOP_THREADS": "1",
+    "TF_NUM_INTEROP_THREADS": "1",
+}
+_NAME_MAX = 120
+
+
+# ---------------------------------------------------------------------------------------------- config files
+
+
+def split_config_arg(config_arg: str) -> tuple[str, str]:
+  """'experiments/mqar/config.py:tiny=True' -> ('experiments/mqar/config.py', 'tiny=True')."""
+  path, _, arg = config_arg.partition(":")
+  if not path.endswith(".py"):
+    raise ValueError(f"--config must be a .py config file optionally followed by ':args', got {config_arg!r}")
+  return path, arg
+
+
+def load_config_module(path: str):
+  """Imports a config file by path (it need not be in a package)."""
+  if not os.path.isfile(path):
+    raise ValueError(f"config file not found: {path!r}")
+  name = "_sweep_config_" + hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:8]
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  if not hasattr(module, "get_config"):
+    raise ValueError(f"config file {path!r} defines no get_config(arg)")
+  return module
+
+
+def call_hook(module, name: str, *args, arg: str = ""):
+  """Calls module.<name>(*args) or module.<name>(*args, arg) depending on its signature; None if absent."""
+  fn = getattr(module, name, None)
+  if fn is None:
+    return None
+  n_params = len(inspect.signature(fn).parameters)
+  return fn(*args, arg) if n_params > len(args) else fn(*args)
+
+
+def get_points(module, arg: str = "") -> list[dict[str, Any]]:
+  """The config's sweep points; a config without get_sweep() is one point with no overrides."""
+  points = call_hook(module, "get_sweep", arg=arg)
+  if points is None:
+    return [{}]
+  points = [dict(p) for p in points]
+  if not points:
+    raise ValueError("get_sweep() returned no points")
+  return points
+
+
+def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, Any]) -> ml_collections.ConfigDict:
+  """Returns a copy of `config` with dotted-key overrides set; unknown keys or wrong types raise ValueError."""
+  config = ml_collections.ConfigDict(config.to_dict(), type_safe=True)
+  config.lock()
+  for key, value in overrides.items():
+    *parents, leaf = key.split(".")
+    node = config
+    try:
+      for p in parents:
+        node = node[p]
+      if leaf not in node:
+        raise KeyError(leaf)
+      node[leaf] = value
+    except (KeyError, AttributeError) as e:
+      raise ValueError(f"unknown config field {key!r} in sweep override {overrides}") from e
+    except TypeError as e:
+      raise ValueError(f"override {key}={value!r} has the wrong type: {e}") from e
+  return config
+
+
+# ---------------------------------------------------------------------------------------------- points
+
+
+def format_value(value: Any) -> str:
+  """A value as config_flags parses it back from the command line."""
+  if isinstance(value, bool):
+    return "True" if value else "False"
+  if isinstance(value, float):
+    return repr(value)
+  if isinstance(value, (list, tuple)):
+    return repr(tuple(value))
+  return str(value)
+
+
+def point_name(overrides: dict[str, Any]) -> str:
+  """Deterministic, filesystem-safe sub-workdir name: 'model.mixer=gla,seed=0' (in the dict's order)."""
+  if not overrides:
+    return "base"
+  parts = [f"{k}={format_value(v)}" for k, v in overrides.items()]
+  name = re.sub(r"[^A-Za-z0-9._+=,-]", "_", ",".join(parts))
+  if len(name) > _NAME_MAX:
+    digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+    name = name[:_NAME_MAX - 11] + "-" + digest
+  return name
+
+
+@dataclasses.dataclass
+class Point:
+  """One sweep point: its overrides, sub-workdir and the commands that run it."""
+  overrides: dict[str, Any]
+  name: str
+  workdir: str
+  num_steps: int
+  commands: list[list[str]]
+  outputs: tuple[str, ...] = ()
+
+
+def flag_overrides(argv: Sequence[str]) -> dict[str, str]:
+  """The `--config.k=v` flags given to the sweep itself (forwarded to every point)."""
+  out = {}
+  for a in argv:
+    m = re.fullmatch(r"--config\.([\w.]+)=(.*)", a, flags=re.S)
+    if m:
+      out[m.group(1)] = m.group(2)
+  return out
+
+
+def make_points(config_arg: str, workdir: str, overrides_list: list[dict[str, Any]], *,
+                base_config: ml_collections.ConfigDict, global_flags: dict[str, str] | None = None,
+                eval_args: Sequence[str] = (), extra_commands: Sequence[tuple[Sequence[str], str]] = (),
+                python: str = sys.executable) -> list[Point]:
+  """Validates every point's overrides against `base_config` and builds its commands."""
+  global_flags = global_flags or {}
+  points, seen = [], {}
+  for overrides in overrides_list:
+    resolved = apply_overrides(base_config, overrides)
+    name = point_name(overrides)
+    if name in seen:
+      raise ValueError(f"two sweep points map to the same sub-workdir {name!r}: {seen[name]} and {overrides}")
+    seen[name] = overrides
+    sub = os.path.join(workdir, name)
+    flags = {**global_flags, **{k: format_value(v) for k, v in overrides.items()}}
+    train = [python, "-m", "linear_seq.main", f"--config={config_arg}", f"--workdir={sub}"]
+    train += [f"--config.{k}={v}" for k, v in flags.items()]
+    evaluate = [python, "-m", "linear_seq.evaluate", f"--workdir={sub}", *eval_args]
+    extra = [[python, *(a.format(workdir=sub) for a in args)] for args, _ in extra_commands]
+    points.append(Point(overrides, name, sub, int(resolved.train.num_steps), [train, evaluate, *extra],
+                        tuple(out for _, out in extra_commands)))
+  return points
+
+
+def is_finished(point: Point) -> bool:
+  """eval.json exists and was written at the final training step (and the extra commands' outputs exist)."""
+  if not all(os.path.exists(os.path.join(point.workdir, out)) for out in point.outputs):
+    return False
+  path = os.path.join(point.workdir, "eval.json")
+  try:
+    with open(path) as f:
+      return int(json.load(f).get("step", -1)) >= point.num_steps
+  except (OSError, ValueError):
+    return False
+
+
+def dry_run_lines(points: Sequence[Point]) -> list[str]:
+  """One shell line per point: train && evaluate (with `python`, for a cluster launcher)."""
+  lines = []
+  for p in points:
+    cmds = [shlex.join(["python", *c[1:]]) for c in p.commands]
+    lines.append(" && ".join(cmds))
+  return lines
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+def _run_point(point: Point, env: dict[str, str], cpu: int | None) -> dict[str, Any]:
+  """Runs a point's commands in order (stopping at the first failure); returns its status record."""
+  os.makedirs(point.workdir, exist_ok=True)
+  record_path = os.path.join(point.workdir, "sweep_point.json")
+  previous = {}
+  if os.path.exists(record_path):
+    with open(record_path) as f:
+      previous = json.load(f)
+  preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+  start, returncode, failed_command = time.time(), 0, None
+  with open(os.path.join(point.workdir, "log.txt"), "a") as log:
+    for cmd in point.commands:
+      log.write(f"\n$ {shlex.join(cmd)}\n")
+      log.flush()
+      proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=preexec)
+      if proc.returncode != 0:
+        returncode, failed_command = proc.returncode, shlex.join(cmd)
+        break
+  wall = time.time() - start
+  record = {
+      "name": point.name, "overrides": point.overrides, "commands": [shlex.join(c) for c in point.commands],
+      "status": "ok" if returncode == 0 else "failed", "returncode": returncode,
+      "failed_command": failed_command, "attempts": previous.get("attempts", 0) + 1,
+      # Summed over attempts, so a resumed point reports its whole run time.
+      "wall_time": previous.get("wall_time", 0.0) + wall,
+  }
+  with open(record_path, "w") as f:
+    json.dump(record, f, indent=1)
+  return record
+
+
+def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str], None] = print,
+               env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+  """Runs the unfinished points, `parallel` at a time; returns {name: status record}."""
+  if parallel < 1:
+    raise ValueError(f"--parallel must be >= 1, got {parallel}")
+  base_env = dict(os.environ if env is None else env)
+  # The points run from the repository root, so linear_seq imports even when not installed.
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  base_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, base_env.get("PYTHONPATH", "")]))
+  if parallel > 1:
+    base_env.update(SINGLE_THREAD_ENV)
+  cpus = sorted(os.sched_getaffinity(0))
+  slots: queue.Queue = queue.Queue()
+  for i in range(parallel):
+    slots.put(cpus[i % len(cpus)] if parallel > 1 else None)
+
+  results, todo = {}, []
+  for p in points:
+    if is_finished(p):
+      log(f"[skip] {p.name} (eval.json at step {p.num_steps})")
+      results[p.name] = {"name": p.name, "status": "skipped"}
+    else:
+      todo.append(p)
+
+  def work(p: Point):
+    cpu = slots.get()
+    try:
+      resumed = os.path.isdir(os.path.join(p.workdir, "checkpoints"))
+      log(f"[start] {p.name}" + (" (resuming)" if resumed else "") + (f" on cpu {cpu}" if cpu is not None else ""))
+      rec = _run_point(p, base_env, cpu)
+      log(f"[{rec['status']}] {p.name} in {rec['wall_time']:.0f}s"
+          + (f" (see {os.path.join(p.workdir, 'log.txt')})" if rec["status"] != "ok" else ""))
+      return rec
+    finally:
+      slots.put(cpu)
+
+  with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+    for rec in pool.map(work, todo):
+      results[rec["name"]] = rec
+  return results
+
+
+# ---------------------------------------------------------------------------------------------- entry point
+
+
+def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.ConfigDict,
+              global_flags: dict[str, str] | None = None, parallel: int = 1, dry_run: bool = False,
+              command: str = "", log: Callable[[str], None] = print) -> int:
+  """Runs (or with dry_run prints) the sweep, then writes DIR/results.{csv,md} and the plots; returns the exit code."""
+  from linear_seq import report  # pylint: disable=g-import-not-at-top
+
+  path, arg = split_config_arg(config_arg)
+  module = load_config_module(path)
+  eval_args = list(call_hook(module, "get_eval_args", arg=arg) or [])
+  extra_commands = list(call_hook(module, "get_extra_commands", arg=arg) or [])
+  kw = dict(base_config=base_config, global_flags=global_flags, eval_args=eval_args, extra_commands=extra_commands)
+  points = make_points(config_arg, workdir, get_points(module, arg), **kw)
+  if dry_run:
+    for line in dry_run_lines(points):
+      print(line)
+    if hasattr(module, "get_followup_sweep"):
+      print("# + follow-up points chosen from these points' results by get_followup_sweep(); "
+            "rerun with --dry_run once they have finished to list them")
+    return 0
+
+  os.makedirs(workdir, exist_ok=True)
+  log(f"sweep: {len(points)} points in {workdir}" + (f", {parallel} in parallel" if parallel > 1 else ""))
+  statuses = run_points(points, parallel=parallel, log=log)
+  if hasattr(module, "get_followup_sweep"):
+    rows = report.collect(points, statuses)
+    names = {p.name for p in points}
+    more = [o for o in call_hook(module, "get_followup_sweep", rows, arg=arg) or [] if point_name(o) not in names]
+    if more:
+      log(f"sweep: {len(more)} follow-up points")
+      extra = make_points(config_arg, workdir, more, **kw)
+      statuses.update(run_points(extra, parallel=parallel, log=log))
+      points = points + extra
+
+  rows = report.collect(points, statuses)
+  plots = call_hook(module, "get_plots", arg=arg)
+  study = getattr(module, "STUDY", os.path.basename(os.path.dirname(os.path.abspath(path))))
+  files = report.write_report(workdir, rows, study=study, command=command, plots=plots,
+                              point_env=SINGLE_THREAD_ENV if parallel > 1 else None)
+  failed = [n for n, s in statuses.items() if s["status"] == "failed"]
+  done = sum(s["status"] == "ok" for s in statuses.values())
+  skipped = sum(s["status"] == "skipped" for s in statuses.values())
+  log(f"sweep: {done} ran, {skipped} skipped, {len(failed)} failed; wrote " + ", ".join(files))
+  for n in failed:
+    log(f"  FAILED {n}: see {os.path.join(workdir, n, 'log.txt')}")
+  return 1 if failed else 0
+
+
+def main(argv: Sequence[str]) -> None:
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+
+  if len(argv) > 1:
+    raise ValueError(f"unexpected arguments: {argv[1:]}")
+  flag_values = flags.FLAGS
+  config_arg = config_flags.get_config_filename(flag_values["config"])
+  global_flags = {k: format_value(v) for k, v in config_flags.get_override_values(flag_values["config"]).items()}
+  command = shlex.join(["python", "-m", "linear_seq.sweep", *sys.argv[1:]])
+  code = run_sweep(config_arg, flag_values.workdir, base_config=flag_values.config, global_flags=global_flags,
+                   parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command)
+  sys.exit(code)
+
+
+if __name__ == "__main__":
+  from absl import app, flags  # pylint: disable=g-import-not-at-top,g-multiple-import
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+
+  config_flags.DEFINE_config_file("config", None, "Study config file with get_config(arg) and get_sweep().",
+                                  lock_config=True)
+  flags.DEFINE_string("workdir", None, "Sweep directory: one sub-workdir per point, results.csv/md, plots.")
+  flags.DEFINE_integer("parallel", 1, "Points run at once, each pinned to one CPU core when > 1.")
+  flags.DEFINE_bool("dry_run", False, "Print the points' commands (for a cluster launcher) instead of running.")
+  flags.mark_flags_as_required(["config", "workdir"])
+  app.run(main)

@@ -1,0 +1,189 @@
+"""train_and_evaluate(config, workdir): the training loop with evaluation, checkpoints and metrics.
+
+A workdir holds config.json, metrics.jsonl, tensorboard/ and checkpoints/<step>/. Starting in a workdir with
+checkpoints resumes from the latest one (train state and data iterator), so N steps + restart + N steps
+gives the same losses as 2N steps straight. A non-finite loss stops the run naming the step; nothing after
+the last finite step is saved.
+"""
+import time
+from typing import Any, Optional
+
+from absl import logging
+from flax import nnx
+import jax
+import ml_collections
+import numpy as np
+
+from linear_seq import checkpoint
+from linear_seq import config_lib
+from linear_seq import data
+from linear_seq import eval_lib
+from linear_seq import metrics as metrics_lib
+from linear_seq import mixers
+from linear_seq import model as model_lib
+from linear_seq import ops
+from linear_seq import optim
+from linear_seq import sharding
+from linear_seq import steps
+
+# Config sections whose change makes a workdir's checkpoints unusable (other changes, e.g. num_steps, are fine).
+_INCOMPATIBLE = ("model.", "seed")
+
+
+class ConfigError(ValueError):
+  """A config that cannot run (unknown names, bad sizes, a workdir trained with another model)."""
+
+
+def layer_mixer_names(model: ml_collections.ConfigDict) -> list[str]:
+  names = [s.strip() for s in model.layer_mixers.split(",")] if model.layer_mixers else [model.mixer]
+  return [n for n in names if n]
+
+
+def check_config(config: ml_collections.ConfigDict):
+  """Fails fast, before any compile: unknown dataset / mixer / feature map (listing the valid names), batch
+  sizes that do not split over the devices. Returns the dataset info."""
+  try:
+    info = data.dataset_info(config.data)
+    for name in layer_mixer_names(config.model):
+      mixers.get(name)
+    if "linear" in layer_mixer_names(config.model):
+      ops.feature_map(config.model.feature_map)
+  except (KeyError, ValueError) as e:
+    raise ConfigError(str(e).strip("'\"")) from e
+  if config.train.num_steps < 0 or min(config.train.log_every, config.train.eval_every,
+                                       config.train.checkpoint_every) <= 0:
+    raise ConfigError("train.num_steps must be >= 0 and train.log_every, eval_every, checkpoint_every > 0")
+  return info
+
+
+def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
+  try:
+    saved = config_lib.load_config(workdir)
+  except FileNotFoundError:
+    return
+  changed = config_lib.diff(saved, config)
+  bad = [k for k in changed if k.startswith(_INCOMPATIBLE)]
+  if bad:
+    raise ConfigError(f"{workdir} holds checkpoints of a different model: {', '.join(bad)} changed "
+                      f"(e.g. {bad[0]}: saved {_get(saved, bad[0])!r}, now {_get(config, bad[0])!r}); "
+                      "use a new --workdir or the saved values")
+  if changed:
+    logging.warning("resuming %s with changed config fields: %s", workdir, ", ".join(changed))
+
+
+def _get(config, dotted: str):
+  for k in dotted.split("."):
+    config = config.get(k) if hasattr(config, "get") else None
+  return config
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """Trains config.train.num_steps steps (resuming from workdir's latest checkpoint); returns the final
+  metrics {step, train_loss, eval_loss, (bits_per_byte | eval_accuracy), num_params, ...}."""
+  info = check_config(config)
+  mesh = sharding.make_mesh()
+  sharding.check_batch_size(int(config.data.batch_size), mesh)
+  sharding.check_batch_size(int(config.eval.batch_size), mesh, "eval.batch_size")
+  is_primary = jax.process_index() == 0
+  static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
+  train_it = data.make_iterator(config.data, "train", batch_size=int(config.data.batch_size),
+                                seq_len=int(config.data.seq_len), seed=int(config.data.shuffle_seed),
+                                shard_index=jax.process_index(), shard_count=jax.process_count(), repeat=True)
+
+  ckpt = checkpoint.Checkpointer(workdir, keep=int(config.train.keep_checkpoints))
+  if ckpt.latest_step() is not None:
+    _check_workdir_config(config, workdir)
+    start, state, data_state = ckpt.restore(checkpoint.abstract_like(abstract, shardings), quarantine=True)
+    train_it.set_state(data_state)
+    logging.info("resumed from %s at step %d", ckpt.directory, start)
+  else:
+    start, state = 0, steps.init_state(config, info.vocab_size, static, shardings)
+  if is_primary:
+    config_lib.save_config(config, workdir)
+
+  num_steps = int(config.train.num_steps)
+  n_params = steps.num_params(state)
+  logging.info("%d parameters, %d devices, %s steps %d..%d", n_params, mesh.size, config.model.mixer,
+               start + 1, num_steps)
+  writer = metrics_lib.MetricsWriter(workdir, start_step=start, total_steps=num_steps, enabled=is_primary)
+  schedule = optim.make_schedule(config.train)
+  tokens_per_step = int(config.data.batch_size) * int(config.data.seq_len)
+  final: dict[str, Any] = {"step": start, "num_params": n_params}
+  wall_base = float(_last_logged(workdir).get("wall_time", 0.0)) if start else 0.0  # (after the truncation)
+  t0 = time.perf_counter()
+  pending: list[tuple[int, jax.Array]] = []  # (step, loss) not yet checked on the host
+  last_log_step, last_log_time, last_good = start, time.perf_counter(), ckpt.latest_step()
+  try:
+    for step in range(start + 1, num_steps + 1):
+      state = _maybe_redraw(state, static, shardings, config, step)
+      batch = sharding.global_batch(next(train_it), mesh)
+      state, out = steps.train_step_jit(state, batch, static=static)
+      pending.append((step, out["loss"]))
+      is_last = step == num_steps
+      log = step % config.train.log_every == 0 or is_last
+      do_eval = step % config.train.eval_every == 0 or is_last
+      save = step % config.train.checkpoint_every == 0 or is_last
+      if not (log or do_eval or save):
+        continue
+      losses = _check_finite(pending, last_good, ckpt.directory)
+      pending = []
+      if log:
+        now = time.perf_counter()
+        train = {"train_loss": float(np.mean(losses)), "learning_rate": float(schedule(step - 1)),
+                 "grad_norm": float(out["grad_norm"]),
+                 "tokens_per_sec": tokens_per_step * (step - last_log_step) / max(now - last_log_time, 1e-9),
+                 "wall_time": wall_base + now - t0}
+        writer.write(step, train)
+        final.update(train)
+        last_log_step, last_log_time = step, now
+      if do_eval:
+        result = eval_lib.run_eval(state, static, config, info)
+        ev = {"eval_loss": result["eval_loss"]}
+        ev.update({"bits_per_byte": result["bits_per_byte"]} if "bits_per_byte" in result
+                  else {"eval_accuracy": result["accuracy"]})
+        writer.write(step, ev)
+        final.update(ev)
+        last_log_time = time.perf_counter()  # eval time is not training throughput
+      if save:
+        ckpt.save(step, state, train_it.get_state())
+        last_good = step
+      writer.advance(step)
+      final["step"] = step
+  finally:
+    writer.close()
+    ckpt.close()
+  if start >= num_steps:
+    logging.info("%s is already trained to step %d (train.num_steps=%d)", workdir, start, num_steps)
+    final.update(_last_logged(workdir))
+  return final
+
+
+def _check_finite(pending: list[tuple[int, jax.Array]], last_good: Optional[int], directory: str) -> list[float]:
+  """Host values of the pending losses; a non-finite one raises FloatingPointError naming its step."""
+  values = [float(v) for v in jax.device_get([v for _, v in pending])]
+  for (step, _), v in zip(pending, values):
+    if not np.isfinite(v):
+      kept = (f"the last good checkpoint is step {last_good} in {directory}" if last_good is not None
+              else "no checkpoint was saved")
+      raise FloatingPointError(f"non-finite training loss ({v}) at step {step}: training stopped; {kept} "
+                               "(try a lower train.learning_rate or more train.warmup_steps)")
+  return values
+
+
+def _maybe_redraw(state, static, shardings, config, step: int):
+  """Redraws random-feature projections before step k·redraw_every + 1 (key from (seed, step), so resuming
+  reproduces them)."""
+  every = int(config.model.redraw_every)
+  if not every or step == 1 or (step - 1) % every:
+    return state
+  lm = steps.merge(static, state)
+  model_lib.redraw_projections(lm, jax.random.fold_in(jax.random.key(config.seed), step))
+  _, _, rest = nnx.split(lm, nnx.Param, ...)
+  return {**state, "rest": jax.device_put(rest, shardings["rest"])}
+
+
+def _last_logged(workdir: str) -> dict[str, Any]:
+  out: dict[str, Any] = {}
+  for record in metrics_lib.read_metrics(workdir):
+    out.update(record)
+  return out

@@ -1,0 +1,115 @@
+"""Registry, option validation (every error message), RoPE, the short conv and random projections."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from linear_seq import mixers
+from linear_seq.mixers import random_projection as rp
+from linear_seq.mixers import segments
+from linear_seq.mixers.rope import rope
+from linear_seq.mixers.short_conv import ShortConv
+
+
+def test_registry():
+  assert set(mixers.MIXERS) == {"softmax", "linear", "retention", "gla", "s4"}
+  assert mixers.get("gla") is mixers.GatedLinearAttention
+  with pytest.raises(ValueError, match="unknown mixer 'mamba'; valid: softmax, linear, retention, gla, s4"):
+    mixers.get("mamba")
+
+
+R = lambda: nnx.Rngs(0)  # noqa: E731
+BAD_OPTIONS = [
+    (lambda: mixers.LinearAttention(16, 2, feature_map="identity", normalize="denominator", rngs=R()),
+     "needs a positive feature map, but 'identity'"),
+    (lambda: mixers.LinearAttention(16, 2, feature_map="sincos", normalize="denominator", rngs=R()),
+     "use normalize='norm'"),
+    (lambda: mixers.LinearAttention(16, 2, normalize="layer", rngs=R()),
+     "unknown linear-attention normalization 'layer'; valid: denominator, norm, none"),
+    (lambda: mixers.LinearAttention(16, 2, feature_map="cosh", rngs=R()), "elu1"),
+    (lambda: mixers.LinearAttention(16, 2, decay=(0.9, 0.9, 0.9), rngs=R()), "decay needs 1 or num_heads=2"),
+    (lambda: mixers.LinearAttention(16, 2, decay=(1.5,), rngs=R()), r"decay values must lie in \(0, 1\]"),
+    (lambda: mixers.LinearAttention(15, 2, rngs=R()), "must divide by num_heads"),
+    (lambda: mixers.Retention(16, 2, gamma=(0.9, 0.9, 0.9), rngs=R()), "gamma needs 1 or num_heads=2"),
+    (lambda: mixers.Retention(16, 2, gamma=(1.0,), rngs=R()), r"gamma values must lie in \(0, 1\)"),
+    (lambda: mixers.Retention(15, 2, rngs=R()), "must divide by num_heads"),
+    (lambda: mixers.GatedLinearAttention(16, 2, gate_temperature=0.0, rngs=R()),
+     "gate_temperature must be positive"),
+    (lambda: mixers.GatedLinearAttention(16, 2, gate_rank=0, rngs=R()), "gate_rank must be a positive"),
+    (lambda: mixers.GatedLinearAttention(15, 2, rngs=R()), "must divide by num_heads"),
+    (lambda: mixers.SoftmaxAttention(16, 2, pos_encoding="alibi", rngs=R()),
+     "unknown positional encoding 'alibi'; valid: none, learned, rope"),
+    (lambda: mixers.SoftmaxAttention(15, 2, rngs=R()), "must divide by num_heads"),
+    (lambda: mixers.S4D(16, init="legs", rngs=R()), "unknown s4 init 'legs'; valid: lin, inv"),
+    (lambda: mixers.S4D(16, discretization="euler", rngs=R()), "zoh, bilinear"),
+    (lambda: mixers.S4D(16, mode="chunk", rngs=R()), "unknown s4 mode 'chunk'; valid: fft, scan, assoc"),
+    (lambda: mixers.S4D(16, dt_min=0.1, dt_max=0.01, rngs=R()), "need 0 < dt_min <= dt_max"),
+    (lambda: ShortConv(16, 1, rngs=R()), "conv width must be >= 2"),
+    (lambda: rope(jnp.zeros((1, 2, 1, 3)), jnp.zeros((1, 2), jnp.int32)), "RoPE needs an even head dim"),
+]
+
+
+@pytest.mark.parametrize("make,message", BAD_OPTIONS, ids=[m for _, m in BAD_OPTIONS])
+def test_bad_options_raise(make, message):
+  with pytest.raises(ValueError, match=message):
+    make()
+
+
+def test_linear_default_normalization_by_map():
+  assert mixers.LinearAttention(16, 2, feature_map="elu1", rngs=R()).normalize == "denominator"
+  assert mixers.LinearAttention(16, 2, feature_map="identity", rngs=R()).normalize == "norm"
+  assert mixers.LinearAttention(16, 2, feature_map="sincos", normalize="none", rngs=R()).normalize == "none"
+
+
+def test_rope_is_relative():
+  """q·k after RoPE depends only on the position difference."""
+  q = jax.random.normal(jax.random.key(0), (1, 1, 1, 8))
+  k = jax.random.normal(jax.random.key(1), (1, 1, 1, 8))
+  dot = lambda i, j: float(jnp.sum(rope(q, jnp.full((1, 1), i)) * rope(k, jnp.full((1, 1), j))))
+  assert abs(dot(5, 2) - dot(13, 10)) < 1e-4
+  assert abs(dot(5, 2) - dot(5, 3)) > 1e-3
+
+
+def test_segment_positions():
+  seg = jnp.asarray([[1, 1, 2, 2, 2, 3]])
+  assert segments.boundaries(seg).tolist() == [[False, False, True, False, False, True]]
+  assert segments.positions(seg, jnp.asarray([7]), 6).tolist() == [[7, 8, 0, 1, 2, 0]]
+  assert segments.positions(None, jnp.asarray([7]), 3).tolist() == [[7, 8, 9]]
+
+
+def test_short_conv_state_and_documents():
+  conv = ShortConv(4, 3, rngs=R())
+  x = jax.random.normal(jax.random.key(0), (2, 9, 4))
+  y, s = conv(x)
+  # causal depthwise conv reference
+  w, b = np.asarray(conv.kernel[...]), np.asarray(conv.bias[...])
+  xp = np.concatenate([np.zeros((2, 2, 4)), np.asarray(x)], axis=1)
+  ref = b + sum(w[l] * xp[:, 2 - l:2 - l + 9] for l in range(3))
+  np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+  # prefill + steps
+  y1, st = conv(x[:, :4], state=conv.init_state(2))
+  ys = [y1]
+  for t in range(4, 9):
+    yt, st = conv(x[:, t:t + 1], state=st)
+    ys.append(yt)
+  np.testing.assert_allclose(jnp.concatenate(ys, 1), y, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(st, s, rtol=0, atol=0)
+  # packed: second document (from t=4) equals running it alone; its state holds no earlier input
+  seg = jnp.asarray([[1] * 4 + [2] * 5] * 2)
+  yp, sp = conv(x, segment_ids=seg)
+  ya, _ = conv(x[:, 4:])
+  np.testing.assert_allclose(yp[:, 4:], ya, rtol=1e-5, atol=1e-6)
+  seg_late = jnp.asarray([[1] * 8 + [2]] * 2)
+  _, s_late = conv(x, segment_ids=seg_late)
+  assert np.all(np.asarray(s_late[:, 0]) == 0) and np.all(np.asarray(s_late[:, 1]) == np.asarray(x[:, 8]))
+
+
+def test_random_projection_is_state_not_param_and_redraws():
+  m = mixers.LinearAttention(16, 2, feature_map="favor", num_features=12, rngs=R())
+  assert m.projection[...].shape == (8, 12)
+  assert not jax.tree.leaves(nnx.state(m, nnx.Param).filter(rp.RandomProjection))
+  assert len(jax.tree.leaves(nnx.state(m, rp.RandomProjection))) == 1
+  before = np.asarray(m.projection[...])
+  rp.redraw(m.projection, jax.random.key(5))
+  assert m.projection[...].shape == before.shape and not np.allclose(m.projection[...], before)

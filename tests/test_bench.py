@@ -1,0 +1,80 @@
+"""Smoke test of the benchmark (tiny sizes, one repeat) and its ratio / argument logic."""
+import json
+import math
+
+import pytest
+
+from linear_seq import bench
+
+TINY_SSM = ["--ssm-batch=2", "--ssm-channels=3", "--ssm-states=8", "--ssm-T=64"]
+
+
+def test_tiny_run_prints_table_and_ratios(tmp_path, capsys):
+  out = tmp_path / "bench.json"
+  forms = "softmax,recurrent,chunk,chunk_vector,ssm_fft,ssm_scan"
+  res = bench.main(["--T=64", "--repeats=1", f"--forms={forms}", "--markdown", f"--json={out}"] + TINY_SSM)
+  text = capsys.readouterr().out
+  for word in ["fwd+bwd ms", "tokens/s", "causal", "chunk+vector gate", "| op | form |", "jax: "]:
+    assert word in text
+  saved = json.loads(out.read_text())
+  assert saved["ratios"] == json.loads(json.dumps(res["ratios"]))
+  assert [c["form"] for c in saved["cases"]] == forms.split(",")
+  for c in saved["cases"]:
+    assert c["skip"] is None, c
+    assert len(c["fwd_s"]) == len(c["fwd_bwd_s"]) == 1 and c["fwd_bwd_s"][0] > 0
+    assert c["fwd_bwd_bytes"] > 0
+  assert len(saved["ratios"]) == len(bench.TARGETS)
+  for r in saved["ratios"]:
+    assert math.isfinite(r["ratio"]) and r["ratio"] > 0, r
+    if r["name"].startswith("GLA"):  # a ratio target at every T
+      assert r["status"] in ("PASS", "MISS")
+    else:  # targets defined at the full sizes only
+      assert r["status"] == "n/a (not the target size)"
+    assert f"{r['ratio']:.2f}×" in text
+
+
+def test_quadratic_form_skipped_over_memory_cap(capsys):
+  res = bench.main(["--T=256", "--forms=parallel_vector", "--max-gib=0.01"])
+  (case,) = res["cases"]
+  assert case["skip"].startswith("skipped (O(T²K) memory: ~0.188 GiB > --max-gib=0.01")
+  assert "parallel+vector gate" in capsys.readouterr().out
+
+
+def _timed(form, T, fwd_bwd_s):
+  case = bench.Case(form, "op", "mode", T, T)
+  case.result = {"fwd_s": [fwd_bwd_s / 3], "fwd_bwd_s": [fwd_bwd_s, 2 * fwd_bwd_s]}
+  return case
+
+
+def test_ratios_pass_and_miss_at_target_sizes():
+  cases = [_timed("softmax", 8192, 1.0), _timed("recurrent", 8192, 0.1), _timed("chunk", 8192, 0.02),
+           _timed("chunk_vector", 8192, 0.06), _timed("chunk", 512, 0.01), _timed("chunk_vector", 512, 0.02),
+           _timed("ssm_scan", 4096, 0.5), _timed("ssm_fft", 4096, 0.1)]
+  got = {(r["name"], r["T"]): (round(r["ratio"], 6), r["status"]) for r in bench.compute_ratios(cases, True)}
+  assert got == {
+      ("chunk speedup vs softmax_attention", 8192): (50.0, "PASS"),
+      ("chunk speedup vs recurrent", 8192): (5.0, "MISS"),
+      ("GLA (vector-gated) chunk / ungated chunk", 512): (2.0, "PASS"),
+      ("GLA (vector-gated) chunk / ungated chunk", 8192): (3.0, "MISS"),
+      ("ssm fft speedup vs scan (S4D shape)", 4096): (5.0, "PASS"),
+  }
+  (ssm,) = [r for r in bench.compute_ratios(cases, False) if r["T"] == 4096 and "ssm" in r["name"]]
+  assert ssm["status"] == "n/a (not the target size)"
+
+
+def test_ratio_with_a_skipped_form_reports_why():
+  skipped = bench.Case("softmax", "op", "mode", 8192, 8192, skip="skipped (O(T²) memory: ~3 GiB > --max-gib=1)")
+  (r,) = [r for r in bench.compute_ratios([skipped, _timed("chunk", 8192, 0.02)], True) if "softmax" in r["name"]]
+  assert r["ratio"] is None and r["status"] == skipped.skip
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--forms=chunk,bogus"], "unknown form(s) bogus; valid: softmax, recurrent, parallel, chunk"),
+    (["--T=64,x"], "expected comma-separated positive integers, got '64,x'"),
+    (["--T=0"], "expected comma-separated positive integers, got '0'"),
+    (["--repeats=0"], "--repeats must be ≥ 1, got 0"),
+])
+def test_bad_arguments_exit_with_message(argv, message, capsys):
+  with pytest.raises(SystemExit):
+    bench.parse_args(argv)
+  assert message in capsys.readouterr().err

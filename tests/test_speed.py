@@ -1,0 +1,36 @@
+"""linear_seq.speed: crossover interpolation, one tiny measured case end to end, errors."""
+import json
+import os
+
+import pytest
+
+from linear_seq import speed
+
+
+def test_crossover():
+  lengths = [512, 1024, 2048, 4096]
+  softmax = [1.0, 3.0, 10.0, 40.0]
+  assert speed.crossover(lengths, [0.5, 1, 2, 4], softmax) == "≤ 512"
+  assert speed.crossover(lengths, [9, 9, 9, 9], softmax) == "≈ 1927"  # log ratio 1.10 at 1024, -0.105 at 2048: 1024·2^(1.10/1.20)
+  assert speed.crossover(lengths, [99, 99, 99, 99], softmax) == "> 4096"
+  assert speed.crossover(lengths, [None, None, 5.0, None], [1.0, None, None, 2.0]) == "n/a"
+
+
+def test_tiny_run_writes_table_and_plots(tmp_path):
+  assert speed.main([f"--workdir={tmp_path}", "--tiny", "--mixers=linear"]) == 0
+  records = json.load(open(tmp_path / "speed.json"))
+  assert [(r["mixer"], r["seq_len"], r["status"]) for r in records] == [("linear", 64, "ok"), ("linear", 128, "ok")]
+  for r in records:
+    assert r["train_step_s"] > 0 and r["decode_ms_per_token"] > 0 and r["train_memory_bytes"] > 0
+  assert records[0]["state_size"] == records[1]["state_size"]  # O(1) state for a linear mixer
+  md = open(tmp_path / "results.md").read()
+  assert "| linear |" in md and "T=128" in md
+  for name in ("train_step_vs_length.png", "decode_vs_context.png", "memory_vs_length.png"):
+    assert os.path.getsize(tmp_path / name) > 0
+
+
+def test_errors(tmp_path):
+  with pytest.raises(ValueError, match="unknown mixer 'lstm'; valid: softmax, linear, retention, gla, s4"):
+    speed.main([f"--workdir={tmp_path}", "--mixers=lstm"])
+  with pytest.raises(SystemExit):
+    speed.main(["--tiny"])  # neither --workdir nor --decode_workdir
