@@ -5,8 +5,8 @@
   python -m linear_seq.bench --json=bench.json --markdown      # results file + README table
 
 Every case is jitted twice: the forward (the output only) and the forward+backward (the gradients
-of Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb, C,
-D). Compilation and one warm-up call are excluded from the times. All cases at one T form a group
+of Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb,
+C, D). Compilation and one warm-up call are excluded from the times. All cases at one T form a group
 whose repeats are interleaved (round r times each case once: A, B, C, A, B, C, ...), so the ratios
 compare forms measured side by side under the same machine load; each case's repeats are capped by
 a time budget so slow forms (recurrent at T=8192) get fewer. Reported: median and min over the
@@ -27,7 +27,6 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from linear_seq import ops
 
@@ -167,10 +166,12 @@ def log(msg: str) -> None:
   print(msg, file=sys.stderr, flush=True)
 
 
-def _call(compiled, args) -> float:
-  t0 = time.perf_counter()
+def _call(compiled, args) -> tuple[float, float]:
+  """(wall, process CPU) seconds of one call; CPU time sums XLA's threads and is less sensitive
+  than wall time to other processes competing for the cores."""
+  t0, c0 = time.perf_counter(), time.process_time()
   jax.block_until_ready(compiled(*args))
-  return time.perf_counter() - t0
+  return time.perf_counter() - t0, time.process_time() - c0
 
 
 def run_group(cases: list[Case], repeats: int, budget_s: float, max_gib: float) -> None:
@@ -187,10 +188,10 @@ def run_group(cases: list[Case], repeats: int, budget_s: float, max_gib: float) 
         mem = case.result[f"{kind}_bytes"] = _memory(compiled)
         if mem is not None and mem > max_gib * GiB:
           raise MemoryError(f"compiled {kind} needs {_fmt_gib(mem)} > --max-gib={max_gib:g}")
-        warm = _call(compiled, case.args)
+        warm, _ = _call(compiled, case.args)
         n = max(1, min(repeats, int(budget_s / max(warm, 1e-9))))
         jobs.append((case, kind, compiled, n))
-        case.result[f"{kind}_s"] = []
+        case.result[f"{kind}_s"], case.result[f"{kind}_cpu_s"] = [], []
       case.result["device_peak_bytes"] = _device_peak()
     except MemoryError as e:
       case.skip = f"skipped ({e})"
@@ -203,7 +204,9 @@ def run_group(cases: list[Case], repeats: int, budget_s: float, max_gib: float) 
   for r in range(max((j[3] for j in jobs), default=0)):
     for case, kind, compiled, n in jobs:
       if r < n:
-        case.result[f"{kind}_s"].append(_call(compiled, case.args))
+        wall, cpu = _call(compiled, case.args)
+        case.result[f"{kind}_s"].append(wall)
+        case.result[f"{kind}_cpu_s"].append(cpu)
 
 
 def _stat(case: Case, kind: str, how=statistics.median) -> float | None:
@@ -221,11 +224,12 @@ def compute_ratios(cases: list[Case], s4d_default: bool) -> list[dict]:
       slow, fast = by[(tg.slow, T)], by[(tg.fast, T)]
       med = [_stat(slow, "fwd_bwd"), _stat(fast, "fwd_bwd")]
       mins = [_stat(slow, "fwd_bwd", min), _stat(fast, "fwd_bwd", min)]
-      row = {"name": tg.name, "T": T, "ratio": None, "ratio_min": None,
+      row = {"name": tg.name, "T": T, "ratio": None, "ratio_min": None, "ratio_cpu": None,
              "target": ("≥ " if tg.at_least else "≤ ") + f"{tg.bound:g}×",
              "status": slow.skip or fast.skip or "n/a"}
       if None not in med:
         row["ratio"], row["ratio_min"] = med[0] / med[1], mins[0] / mins[1]
+        row["ratio_cpu"] = _stat(slow, "fwd_bwd_cpu") / max(_stat(fast, "fwd_bwd_cpu"), 1e-9)
         at_size = tg.at_T == T if tg.at_T else (s4d_default or not tg.fast.startswith("ssm"))
         ok = row["ratio"] >= tg.bound if tg.at_least else row["ratio"] <= tg.bound
         row["status"] = ("PASS" if ok else "MISS") if at_size else "n/a (not the target size)"
@@ -246,17 +250,18 @@ def table_rows(cases: list[Case]) -> list[list[str]]:
   for c in cases:
     head = [c.op, c.mode, str(c.T)]
     if c.skip:
-      rows.append(head + [c.skip] + [""] * 6)
+      rows.append(head + [c.skip] + [""] * (len(HEADER) - 4))
       continue
     fb = _stat(c, "fwd_bwd")
     rows.append(head + [_fmt_ms(_stat(c, "fwd")), _fmt_ms(fb), _fmt_ms(_stat(c, "fwd_bwd", min)),
+                        _fmt_ms(_stat(c, "fwd_bwd_cpu")),
                         f"{c.tokens / fb:,.0f}", _fmt_mib(c.result.get("fwd_bwd_bytes")),
                         _fmt_mib(c.result.get("device_peak_bytes")),
                         f"{len(c.result['fwd_s'])}/{len(c.result['fwd_bwd_s'])}"])
   return rows
 
 
-HEADER = ["op", "form", "T", "fwd ms", "fwd+bwd ms", "min f+b ms", "tokens/s (f+b)",
+HEADER = ["op", "form", "T", "fwd ms", "fwd+bwd ms", "min f+b ms", "f+b cpu ms", "tokens/s (f+b)",
           "mem MiB (f+b)", "dev peak MiB", "repeats"]
 
 
@@ -281,16 +286,17 @@ def format_markdown(rows: list[list[str]]) -> str:
 
 
 def format_ratios(ratios: list[dict], markdown: bool = False) -> str:
-  lines = ["| ratio (fwd+bwd, medians) | T | measured | min-based | target | status |",
-           "|---|---|---|---|---|---|"] if markdown else []
+  lines = ["| ratio (fwd+bwd) | T | medians | mins | CPU time | target | status |",
+           "|---|---|---|---|---|---|---|"] if markdown else []
+  x = lambda v: "-" if v is None else f"{v:.2f}×"
   for r in ratios:
-    meas = "-" if r["ratio"] is None else f"{r['ratio']:.2f}×"
-    mins = "-" if r["ratio_min"] is None else f"{r['ratio_min']:.2f}×"
+    meas, mins, cpu = x(r["ratio"]), x(r["ratio_min"]), x(r["ratio_cpu"])
     if markdown:
-      lines.append(f"| {r['name']} | {r['T']} | {meas} | {mins} | {r['target']} | {r['status']} |")
+      lines.append(f"| {r['name']} | {r['T']} | {meas} | {mins} | {cpu} | {r['target']} "
+                   f"| {r['status']} |")
     else:
-      lines.append(f"{r['name']:<42} T={r['T']:<5} {meas:>9} (min-based {mins:>8})  "
-                   f"target {r['target']:<6} {r['status']}")
+      lines.append(f"{r['name']:<41} T={r['T']:<5} {meas:>8} (mins {mins:>8}, CPU time {cpu:>8})"
+                   f"  target {r['target']:<6} {r['status']}")
   return "\n".join(lines)
 
 
@@ -384,8 +390,8 @@ def main(argv=None) -> dict:
   print(f"\nattention, linear_recurrence: B={a.batch} H={a.heads} K={a.dk} V={a.dv}; "
         f"ssm ({a.ssm_path} path): B={a.ssm_batch}, {a.ssm_channels} SISO channels x "
         f"{a.ssm_states} complex states.\nms: median of the repeats (fwd/fwd+bwd counts in the "
-        f"last column); memory: XLA's compiled temp+args+outputs. Load average at the end: "
-        f"{env['load_avg_at_end']}.")
+        f"last column); cpu: process CPU time, all threads; memory: XLA's compiled "
+        f"temp+args+outputs. Load average at the end: {env['load_avg_at_end']}.")
   print(format_text(rows) + "\n\n" + format_ratios(ratios))
   if a.markdown:
     print("\n" + format_markdown(rows) + "\n\n" + format_ratios(ratios, markdown=True))

@@ -33,16 +33,22 @@ EVAL_FILE = "eval.json"
 POSITION_LOSS_FILE = "position_loss.json"
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("workdir", None, "Training workdir (holds config.json and checkpoints/).")
-flags.DEFINE_integer("step", None, "Checkpoint step to evaluate; default: the latest.")
-flags.DEFINE_string("split", "validation", "Dataset split to evaluate.")
-flags.DEFINE_string("output", "", f"Where to write the JSON; default: WORKDIR/{EVAL_FILE}.")
-flags.DEFINE_bool("position_loss", False, f"Also write the loss per position to WORKDIR/{POSITION_LOSS_FILE}.")
-flags.DEFINE_integer("generate", 0, "Print this many sampled tokens after --prompt.")
-flags.DEFINE_string("prompt", "ROMEO:", "Prompt for --generate (text datasets; synthetic: a validation prefix).")
-flags.DEFINE_float("temperature", 0.8, "Sampling temperature for --generate (0 = greedy).")
-flags.DEFINE_integer("seed", 0, "Sampling seed for --generate.")
-flags.mark_flags_as_required(["workdir"])
+
+
+def define_flags() -> None:
+  """The CLI flags (defined only when run as a program, so importing this module defines no absl flags)."""
+  flags.DEFINE_string("workdir", None, "Training workdir (holds config.json and checkpoints/).")
+  flags.DEFINE_integer("step", None, "Checkpoint step to evaluate; default: the latest.")
+  flags.DEFINE_string("split", "validation", "Dataset split to evaluate.")
+  flags.DEFINE_string("output", "", f"Where to write the JSON; default: WORKDIR/{EVAL_FILE}.")
+  flags.DEFINE_bool("position_loss", False, f"Also write the loss per position to WORKDIR/{POSITION_LOSS_FILE}.")
+  flags.DEFINE_integer("generate", 0, "Print this many sampled tokens after --prompt.")
+  flags.DEFINE_string("prompt", "ROMEO:", "Prompt for --generate (text datasets; synthetic: a validation prefix).")
+  flags.DEFINE_float("temperature", 0.8, "Sampling temperature for --generate (0 = greedy).")
+  flags.DEFINE_integer("seed", 0, "Sampling seed for --generate.")
+  flags.mark_flags_as_required(["workdir"])
+
+
 _OVERRIDES: dict[str, str] = {}
 
 
@@ -147,6 +153,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  metrics_lib.quiet_library_logs()
   workdir = FLAGS.workdir
   try:
     restored = restore(workdir, FLAGS.step, _OVERRIDES)
@@ -169,4 +176,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main, flags_parser=_parse_flags)

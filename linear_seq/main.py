@@ -11,6 +11,7 @@ from absl import logging
 from ml_collections import config_flags
 
 from linear_seq import checkpoint
+from linear_seq import metrics as metrics_lib
 from linear_seq import sharding
 from linear_seq import train
 
@@ -24,6 +25,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  metrics_lib.quiet_library_logs()
   sharding.maybe_initialize_distributed()
   try:
     final = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)

@@ -6,6 +6,7 @@ and eval lines {step, eval_loss, eval_accuracy?, ...}. On resume from step S the
 first, so the file reads as one uninterrupted run.
 """
 import json
+import logging as pylogging
 import math
 import os
 import sys
@@ -15,6 +16,22 @@ from absl import logging
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
+
+
+class _LibraryInfoFilter(pylogging.Filter):
+  """Drops INFO (and lower) records logged from inside orbax / jax / grain; warnings and errors pass."""
+
+  def filter(self, record: pylogging.LogRecord) -> bool:
+    if record.levelno > pylogging.INFO:
+      return True
+    return not any(f"{os.sep}{lib}{os.sep}" in record.pathname for lib in ("orbax", "jax", "grain", "jaxlib"))
+
+
+def quiet_library_logs() -> None:
+  """Entry points call this so the plain progress lines are not drowned in orbax's per-save INFO logs."""
+  handler = logging.get_absl_handler()
+  if not any(isinstance(f, _LibraryInfoFilter) for f in handler.filters):
+    handler.addFilter(_LibraryInfoFilter())
 
 
 def read_metrics(workdir: str) -> list[dict]:

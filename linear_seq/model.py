@@ -200,14 +200,15 @@ class LM(nnx.Module):
 # ------------------------------------------------------------------------------------------------
 # Generation.
 
-def _sample(logits_BV, key, temperature: float):
-  if temperature == 0:
-    return jnp.argmax(logits_BV, axis=-1).astype(jnp.int32)
-  return jax.random.categorical(key, logits_BV / temperature, axis=-1).astype(jnp.int32)
+def _sample(logits_BV, key, temperature):
+  """Greedy where temperature == 0, else a sample of softmax(logits / temperature) (traced scalar)."""
+  greedy = jnp.argmax(logits_BV, axis=-1)
+  sampled = jax.random.categorical(key, logits_BV / jnp.maximum(temperature, 1e-6), axis=-1)
+  return jnp.where(temperature == 0, greedy, sampled).astype(jnp.int32)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "n", "temperature"))
-def _generate(graphdef, params, prompt_BT, state, key, *, n: int, temperature: float):
+@functools.partial(jax.jit, static_argnames=("graphdef", "n"))
+def _generate(graphdef, params, prompt_BT, state, key, temperature, *, n: int):
   lm = nnx.merge(graphdef, params)
   keys = jax.random.split(key, n)
   logits, state = lm(prompt_BT, state=state)           # prefill: the parallel/chunk form
@@ -242,7 +243,7 @@ def generate(lm: LM, prompt, n: int, *, temperature: float = 1.0, key=None) -> j
     key = jax.random.key(0)
   graphdef, params = nnx.split(lm)
   state = lm.init_state(prompt.shape[0], prompt.shape[1] + n)
-  return _generate(graphdef, params, prompt, state, key, n=n, temperature=float(temperature))
+  return _generate(graphdef, params, prompt, state, key, jnp.float32(temperature), n=n)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ TINY_SSM = ["--ssm-batch=2", "--ssm-channels=3", "--ssm-states=8", "--ssm-T=64"]
 def test_tiny_run_prints_table_and_ratios(tmp_path, capsys):
   out = tmp_path / "bench.json"
   forms = "softmax,recurrent,chunk,chunk_vector,ssm_fft,ssm_scan"
-  res = bench.main(["--T=64", "--repeats=1", f"--forms={forms}", "--markdown", f"--json={out}"] + TINY_SSM)
+  argv = ["--T=64", "--repeats=1", f"--forms={forms}", "--markdown", f"--json={out}"]
+  res = bench.main(argv + TINY_SSM)
   text = capsys.readouterr().out
   for word in ["fwd+bwd ms", "tokens/s", "causal", "chunk+vector gate", "| op | form |", "jax: "]:
     assert word in text
@@ -30,7 +31,7 @@ def test_tiny_run_prints_table_and_ratios(tmp_path, capsys):
       assert r["status"] in ("PASS", "MISS")
     else:  # targets defined at the full sizes only
       assert r["status"] == "n/a (not the target size)"
-    assert f"{r['ratio']:.2f}×" in text
+    assert f"{r['ratio']:.2f}×" in text and r["ratio_cpu"] > 0
 
 
 def test_quadratic_form_skipped_over_memory_cap(capsys):
@@ -42,15 +43,19 @@ def test_quadratic_form_skipped_over_memory_cap(capsys):
 
 def _timed(form, T, fwd_bwd_s):
   case = bench.Case(form, "op", "mode", T, T)
-  case.result = {"fwd_s": [fwd_bwd_s / 3], "fwd_bwd_s": [fwd_bwd_s, 2 * fwd_bwd_s]}
+  case.result = {"fwd_s": [fwd_bwd_s / 3], "fwd_bwd_s": [fwd_bwd_s, 2 * fwd_bwd_s],
+                 "fwd_bwd_cpu_s": [4 * fwd_bwd_s]}
   return case
 
 
 def test_ratios_pass_and_miss_at_target_sizes():
-  cases = [_timed("softmax", 8192, 1.0), _timed("recurrent", 8192, 0.1), _timed("chunk", 8192, 0.02),
-           _timed("chunk_vector", 8192, 0.06), _timed("chunk", 512, 0.01), _timed("chunk_vector", 512, 0.02),
+  cases = [_timed("softmax", 8192, 1.0), _timed("recurrent", 8192, 0.1),
+           _timed("chunk", 8192, 0.02), _timed("chunk_vector", 8192, 0.06),
+           _timed("chunk", 512, 0.01), _timed("chunk_vector", 512, 0.02),
            _timed("ssm_scan", 4096, 0.5), _timed("ssm_fft", 4096, 0.1)]
-  got = {(r["name"], r["T"]): (round(r["ratio"], 6), r["status"]) for r in bench.compute_ratios(cases, True)}
+  ratios = bench.compute_ratios(cases, True)
+  assert all(r["ratio_cpu"] == pytest.approx(r["ratio"]) == r["ratio_min"] for r in ratios)
+  got = {(r["name"], r["T"]): (round(r["ratio"], 6), r["status"]) for r in ratios}
   assert got == {
       ("chunk speedup vs softmax_attention", 8192): (50.0, "PASS"),
       ("chunk speedup vs recurrent", 8192): (5.0, "MISS"),
@@ -63,9 +68,11 @@ def test_ratios_pass_and_miss_at_target_sizes():
 
 
 def test_ratio_with_a_skipped_form_reports_why():
-  skipped = bench.Case("softmax", "op", "mode", 8192, 8192, skip="skipped (O(T²) memory: ~3 GiB > --max-gib=1)")
-  (r,) = [r for r in bench.compute_ratios([skipped, _timed("chunk", 8192, 0.02)], True) if "softmax" in r["name"]]
-  assert r["ratio"] is None and r["status"] == skipped.skip
+  why = "skipped (O(T²) memory: ~3 GiB > --max-gib=1)"
+  skipped = bench.Case("softmax", "op", "mode", 8192, 8192, skip=why)
+  ratios = bench.compute_ratios([skipped, _timed("chunk", 8192, 0.02)], True)
+  (r,) = [r for r in ratios if "softmax" in r["name"]]
+  assert r["ratio"] is None and r["status"] == why
 
 
 @pytest.mark.parametrize("argv, message", [

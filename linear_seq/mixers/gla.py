@@ -4,7 +4,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
-from linear_seq.mixers import segments
+from linear_seq.mixers import modes, segments
 from linear_seq.mixers.head_norm import HeadNorm
 
 
@@ -39,7 +39,8 @@ class GatedLinearAttention(nnx.Module):
   @classmethod
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "GatedLinearAttention":
     return cls(cfg.d_model, cfg.num_heads, gate_rank=cfg.gate_rank, gate_temperature=cfg.gate_temperature,
-               vector_gate=cfg.vector_gate, mode=cfg.mode, chunk_size=cfg.chunk_size,
+               vector_gate=cfg.vector_gate, mode=modes.linear_mode(cfg.mode),
+               chunk_size=cfg.chunk_size,
                dtype=cfg.compute_dtype, rngs=rngs)
 
   def init_state(self, batch_size: int, max_len: int = 0) -> jax.Array:

@@ -1,4 +1,4 @@
-"""Kernelized linear attention (seed eq. 6-11): φ(q) φ(k)ᵀ v with any feature map, optional fixed decay."""
+"""Kernelized linear attention (seed eq. 6-11): φ(q) φ(k)ᵀ v, any feature map, optional fixed decay."""
 import math
 
 import jax
@@ -7,7 +7,7 @@ from flax import nnx
 
 from linear_seq import ops
 from linear_seq.mixers import random_projection as rp
-from linear_seq.mixers import segments
+from linear_seq.mixers import modes, segments
 from linear_seq.mixers.head_norm import HeadNorm
 from linear_seq.ops._checks import check_choice
 
@@ -78,7 +78,8 @@ class LinearAttention(nnx.Module):
   @classmethod
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "LinearAttention":
     return cls(cfg.d_model, cfg.num_heads, feature_map=cfg.feature_map, num_features=cfg.num_features,
-               normalize=cfg.normalize, decay=cfg.decay, mode=cfg.mode, chunk_size=cfg.chunk_size,
+               normalize=cfg.normalize, decay=cfg.decay, mode=modes.linear_mode(cfg.mode),
+               chunk_size=cfg.chunk_size,
                dtype=cfg.compute_dtype, rngs=rngs)
 
   def init_state(self, batch_size: int, max_len: int = 0):

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
-from linear_seq.mixers import segments
+from linear_seq.mixers import modes, segments
 from linear_seq.mixers.head_norm import HeadNorm
 
 
@@ -42,7 +42,8 @@ class Retention(nnx.Module):
 
   @classmethod
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "Retention":
-    return cls(cfg.d_model, cfg.num_heads, gamma=cfg.gamma, mode=cfg.mode, chunk_size=cfg.chunk_size,
+    return cls(cfg.d_model, cfg.num_heads, gamma=cfg.gamma, mode=modes.linear_mode(cfg.mode),
+               chunk_size=cfg.chunk_size,
                dtype=cfg.compute_dtype, rngs=rngs)
 
   def init_state(self, batch_size: int, max_len: int = 0) -> jax.Array:

@@ -18,40 +18,41 @@ error ~eps, so e^{D} is exact to float32 rounding for any gate strength. The cal
 to a finite floor (recurrence.LOG_DECAY_FLOOR) so resets are exact zeros and no −inf meets a 0.
 
 Scalar (and fixed) decay: D is one C×C matrix per chunk, formed exactly by a 0/1 matmul.
-Vector decay (GLA): D has a K axis, so the intra term cannot be one plain matmul. Each chunk is
-split into sub-chunks of c tokens (secondary chunking, as fla's GLA). For t in sub-chunk i and s in
-sub-chunk j < i, D_ts = β_t + G_ij + σ_s with β the prefix inside sub-chunk i, σ the suffix inside
-sub-chunk j and G_ij the gates of the sub-chunks strictly between; all three are ≤ 0, so
-e^{D} = e^{β_t}·e^{G_ij}·e^{σ_s} splits with no overflow (a factor that underflows means a
-negligible product), and the block is a matmul (q ⊙ e^{β}) diag(e^{G_ij}) (k ⊙ e^{σ})ᵀ. The
-c×c diagonal blocks are formed elementwise from exact pairwise sums, O(T·c·K).
+Vector decay (GLA): D has a K axis, so the intra term is not one plain matmul, and splitting
+e^{D_ts} = e^{b_t}·e^{−b_s} overflows under strong gates. Instead (a secondary chunking, like
+fla's sub-chunks, taken all the way down) the chunk is split in halves recursively: for t in a
+right block R and s in the adjacent left block L, D_ts = (suffix of L after s) + (prefix of R up
+to t), both ≤ 0, so each cross block is one matmul of (q ⊙ e^{prefix}) and (k ⊙ e^{suffix}) with
+no overflow (a factor that underflows means a negligible product). log2(C) levels:
+O(T·K·log C) elementwise, O(T·C·K) matmul flops; the chunk length is rounded up to a power of
+two for vector gates. The diagonal is q_t·k_t (D_tt = 0).
 """
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-SUB_CHUNK = 16   # c: sub-chunk length for vector gates (chunk length is rounded up to a multiple)
+from linear_seq.ops import parallel as parallel_lib
+
 _HI = lax.Precision.HIGHEST   # the 0/1 matmuls that sum log decays must not drop to bf16/TF32
 
 
-def _range_sum_matrix(n: int, inclusive_end: bool) -> np.ndarray:
-  """M[t, s, l] = 1 if s < l ≤ t (inclusive_end) or s < l < t (exclusive), as float32 [n, n, n]."""
+def _range_sum_matrix(n: int) -> np.ndarray:
+  """M[t, s, l] = 1 if s < l ≤ t, as float32 [n, n, n]."""
   t, s, l = np.meshgrid(np.arange(n), np.arange(n), np.arange(n), indexing="ij")
-  upper = (l <= t) if inclusive_end else (l < t)
-  return ((s < l) & upper).astype(np.float32)
+  return ((s < l) & (l <= t)).astype(np.float32)
 
 
-def _pair_sums(g_XnK, inclusive_end: bool = True, strict: bool = False):
-  """[..., n, K] -> [..., n, n, K]: Σ over (s, t] (or (s, t)) of g, −inf where s > t (s ≥ t if strict)."""
+def _pair_sums(g_XnK):
+  """[..., n, K] -> [..., n, n, K]: D[t, s] = Σ_{s<l≤t} g_l, −inf where s > t (0/1 matmul)."""
   n = g_XnK.shape[-2]
-  m = jnp.asarray(_range_sum_matrix(n, inclusive_end), g_XnK.dtype)
+  if n > 128:   # the [n, n, n] constant gets large: accumulate by reverse cumsums instead
+    return parallel_lib.pairwise_log_decay(g_XnK)
+  m = jnp.asarray(_range_sum_matrix(n), g_XnK.dtype)
   d = jnp.einsum("tsl,...lk->...tsk", m, g_XnK, precision=_HI)
   t, s = np.arange(n)[:, None], np.arange(n)[None, :]
-  keep = (s < t) if strict else (s <= t)
-  return jnp.where(keep[:, :, None], d, -jnp.inf)
+  return jnp.where((s <= t)[:, :, None], d, -jnp.inf)
 
 
 def _prefix_suffix(g_XnK):
@@ -68,24 +69,44 @@ def _to_chunks(x_BTHD, N: int, C: int):
   return x.reshape(B, N, C, H, D).transpose(0, 3, 1, 2, 4)   # [B, H, N, C, D]
 
 
-def _intra_vector(q_XCK, k_XCK, g_XCK, c: int):
-  """Intra-chunk scores A[..., t, s] = Σ_k q_tk k_sk e^{D_tsk} for a vector gate, exactly."""
+def _intra_vector(q_XCK, k_XCK, g_XCK):
+  """Intra-chunk scores for a vector gate by binary splitting (C a power of two), exactly.
+
+  A[..., t, s] = Σ_k q_tk k_sk e^{D_tsk} for s ≤ t. Level h = 1, 2, ..., C/2 pairs each block L of
+  h tokens with the next block R: for t ∈ R, s ∈ L, D_ts = (suffix of L after s) + (prefix of R
+  up to t), both ≤ 0, so A[R, L] = (q_R ⊙ e^{prefix_R}) (k_L ⊙ e^{suffix_L})ᵀ is one matmul
+  with no overflow. Prefixes/suffixes/totals within blocks of 2h are sums of those within blocks
+  of h (same-sign adds, no subtraction). O(T·K·log C) elementwise, O(T·C·K) matmul flops.
+
+  Returns A [..., C, C] and the chunk's prefix Σ_{l≤t} g, suffix Σ_{l>t} g [..., C, K], and
+  total Σ g [..., K], all reused by the inter-chunk terms.
+  """
   *lead, C, K = q_XCK.shape
-  m = C // c
-  sub = lambda x: x.reshape(*lead, m, c, K)
-  q_s, k_s, g_s = sub(q_XCK), sub(k_XCK), sub(g_XCK)
-  beta, sigma = _prefix_suffix(g_s)                           # [..., m, c, K]
-  tau = beta[..., -1, :]                                       # sub-chunk totals [..., m, K]
-  gap_mmK = _pair_sums(tau, inclusive_end=False, strict=True)  # Σ_{j<u<i} τ_u, −inf for j ≥ i
-  qb = q_s * jnp.exp(beta)
-  ks = k_s * jnp.exp(sigma)
-  qe_XmmcK = qb[..., :, None, :, :] * jnp.exp(gap_mmK)[..., :, :, None, :]   # [.., i, j, t, K]
-  a_off = jnp.einsum("...ijtk,...jsk->...itjs", qe_XmmcK, ks)                # [.., i, t, j, s]
-  d_diag = _pair_sums(g_s)                                                   # [.., m, c, c, K]
-  a_diag = jnp.einsum("...tk,...sk,...tsk->...ts", q_s, k_s, jnp.exp(d_diag))
-  eye = jnp.eye(m, dtype=a_off.dtype)
-  a = a_off + a_diag[..., :, :, None, :] * eye[:, None, :, None]
-  return a.reshape(*lead, C, C)
+  pre, suf, tot = g_XCK, jnp.zeros_like(g_XCK), g_XCK        # within blocks of h = 1
+  a = jnp.sum(q_XCK * k_XCK, axis=-1)[..., None, None]       # [..., C, 1, 1]: the diagonal
+  h = 1
+  while h < C:
+    nb = C // (2 * h)
+    pairs = lambda x: x.reshape(*lead, nb, 2, h, K)
+    pre2, suf2, q2, k2 = pairs(pre), pairs(suf), pairs(q_XCK), pairs(k_XCK)
+    tot2 = tot.reshape(*lead, nb, 2, K)
+    q_hat = q2[..., 1, :, :] * jnp.exp(pre2[..., 1, :, :])
+    k_hat = k2[..., 0, :, :] * jnp.exp(suf2[..., 0, :, :]) if h > 1 else k2[..., 0, :, :]
+    if h == 1:
+      x = jnp.sum(q_hat * k_hat, axis=-1)[..., None]          # [..., nb, 1, 1]
+    else:
+      x = jnp.einsum("...tk,...sk->...ts", q_hat, k_hat)      # [..., nb, h, h]
+    a2 = a.reshape(*lead, nb, 2, h, h)
+    top = jnp.concatenate([a2[..., 0, :, :], jnp.zeros_like(x)], axis=-1)
+    bottom = jnp.concatenate([x, a2[..., 1, :, :]], axis=-1)
+    a = jnp.concatenate([top, bottom], axis=-2)               # [..., nb, 2h, 2h]
+    t_left, t_right = tot2[..., 0, :], tot2[..., 1, :]
+    pre = jnp.stack([pre2[..., 0, :, :], pre2[..., 1, :, :] + t_left[..., None, :]], axis=-3)
+    suf = jnp.stack([suf2[..., 0, :, :] + t_right[..., None, :], suf2[..., 1, :, :]], axis=-3)
+    pre, suf = pre.reshape(*lead, C, K), suf.reshape(*lead, C, K)
+    tot = t_left + t_right
+    h *= 2
+  return a.reshape(*lead, C, C), pre, suf, tot.reshape(*lead, K)
 
 
 def chunk(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, chunk_size: int):
@@ -94,9 +115,8 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, chunk_size: int):
   V = v_BTHV.shape[-1]
   vector = g_BTHk is not None and g_BTHk.shape[-1] > 1
   C = max(1, min(chunk_size, T))
-  c = min(SUB_CHUNK, C)
-  if vector:
-    C = c * math.ceil(C / c)
+  if vector:   # binary splitting needs a power of two
+    C = 1 << (C - 1).bit_length()
   N = math.ceil(T / C)
   q, k, v = (_to_chunks(x, N, C) for x in (q_BTHK, k_BTHK, v_BTHV))   # [B, H, N, C, ·]
   causal = np.tril(np.ones((C, C), bool))
@@ -106,14 +126,15 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, chunk_size: int):
     q_in, k_out, decay = q, k, None
   else:
     g = _to_chunks(g_BTHk, N, C)                  # [B, H, N, C, 1 or K]
-    prefix, suffix = _prefix_suffix(g)
-    q_in, k_out = q * jnp.exp(prefix), k * jnp.exp(suffix)
-    decay = jnp.exp(prefix[..., -1, :])           # e^{Γ}: [B, H, N, 1 or K]
     if vector:
-      a = _intra_vector(q, k, g, c)
+      a, prefix, suffix, total = _intra_vector(q, k, g)
     else:
+      prefix, suffix = _prefix_suffix(g)
+      total = prefix[..., -1, :]
       w = jnp.exp(_pair_sums(g)[..., 0])           # [B, H, N, C, C], 0 above the diagonal
       a = jnp.einsum("bhnck,bhnsk->bhncs", q, k) * w
+    q_in, k_out = q * jnp.exp(prefix), k * jnp.exp(suffix)
+    decay = jnp.exp(total)                        # e^{Γ}: [B, H, N, 1 or K]
   o = jnp.einsum("bhncs,bhnsv->bhncv", a, v)
 
   # Inter-chunk: S_{n+1} = diag(e^Γ_n) S_n + U_n by a scan over chunks; keep each S_n.

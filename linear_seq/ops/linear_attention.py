@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from linear_seq.ops._checks import check_shape, is_concrete
-from linear_seq.ops.feature_maps import FeatureMap, feature_map as _get_feature_map
+from linear_seq.ops.feature_maps import feature_map as _get_feature_map
 from linear_seq.ops.feature_maps import positive_kernel_maps
 from linear_seq.ops.recurrence import linear_recurrence
 
@@ -27,10 +27,10 @@ def _check_qkv(q, k, v):
   return B, T, H, K
 
 
-def _check_log_decay(log_decay, B, T, H, Kf, name="log_decay"):
+def _check_log_decay(log_decay, B, T, H, Kf):
   shape = tuple(np.shape(log_decay))
   if shape not in ((H,), (B, T, H), (B, T, H, Kf)):
-    raise ValueError(f"{name} has shape {list(shape)}, expected [H], [B,T,H] or [B,T,H,K'] = "
+    raise ValueError(f"log_decay has shape {list(shape)}, expected [H], [B,T,H] or [B,T,H,K'] = "
                      f"[{H}], [{B}, {T}, {H}] or [{B}, {T}, {H}, {Kf}] (K' = feature dim)")
 
 
@@ -39,22 +39,28 @@ def _broadcast_decay(d):
   return d[:, None] if d.ndim == 1 else (d[..., None] if d.ndim == 3 else d)
 
 
-def _key_stabilizer(log_phi_k, has_initial_state):
-  """Running max m_t = max_{j≤t, d} ℓ(k_j)_d per (b, h), gradient stopped.
+def _key_stabilizer(log_phi_k, has_initial_state, reset_BTH):
+  """Running max m_t = max_{j≤t, d} ℓ(k_j)_d per (b, h) since the last reset, gradient stopped.
 
   Keys in frame m_t are exp(ℓ(k_t) − m_t); moving the state from frame m_{t−1} to m_t multiplies it
-  by exp(m_{t−1} − m_t) ≤ 1 — an extra scalar decay. The initial state is in frame 0 (m_{−1} = 0,
-  and m stays ≥ 0); without one, m_{−1} = m_0 (the state is zero anyway).
-  Returns (m [B,T,H], extra log decay [B,T,H]).
+  by exp(m_{t−1} − m_t) ≤ 1 — an extra scalar decay. At a full reset (reset_BTH, where the state
+  is cleared anyway) the max restarts, so one document's large keys do not squash the next one's.
+  The initial state is in frame 0 (m_{−1} = 0, and m ≥ 0 until the first reset); without one,
+  m_{−1} = m_0 (the state is zero anyway). Returns (m [B,T,H], extra log decay [B,T,H] ≤ 0).
   """
   row_max = jax.lax.stop_gradient(jnp.max(log_phi_k, axis=-1))
-  m = jax.lax.cummax(row_max, axis=1)
+
+  def segmented_max(a, b):  # (reset seen, running max) pairs; associative
+    return a[0] | b[0], jnp.where(b[0], b[1], jnp.maximum(a[1], b[1]))
+
+  seen_reset, m = jax.lax.associative_scan(segmented_max, (reset_BTH, row_max), axis=1)
   if has_initial_state:
-    m = jnp.maximum(m, 0.0)
+    m = jnp.where(seen_reset, m, jnp.maximum(m, 0.0))
     m_prev = jnp.concatenate([jnp.zeros_like(m[:, :1]), m[:, :-1]], axis=1)
   else:
     m_prev = jnp.concatenate([m[:, :1], m[:, :-1]], axis=1)
-  return m, m_prev - m
+  # m only drops at resets, where the total decay is −inf anyway; keep this part ≤ 0.
+  return m, jnp.minimum(m_prev - m, 0.0)
 
 
 def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projection=None,
@@ -75,9 +81,11 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
   Stabilization (normalize=True, maps exp / favor / rbf, which are exp of log-features ℓ):
   queries use φ(q_t)·e^{−max_d ℓ(q_t)_d} (a per-query factor that cancels between numerator and
   denominator); keys use exp(ℓ(k_t) − m_t) with m_t the running max over time and features of
-  ℓ(k), the change of frame folded into the recurrence as an extra decay exp(m_{t−1} − m_t).
-  Outputs are then exactly those of the unshifted maps except that eps is added to the shifted
-  denominator; no exp overflows or underflows to 0/0 whatever the scale of q and k. The returned
+  ℓ(k) since the last full reset, the change of frame folded into the recurrence as an extra
+  decay exp(m_{t−1} − m_t). Outputs are then exactly those of the unshifted maps except that eps
+  is added to the shifted denominator (whose largest key-feature is 1): nothing overflows, and a
+  global offset of q or k (±100, say) changes nothing; underflow drops only terms below e^{−87} of
+  the largest shifted one (it matters only if q and k spread over ~80 across features). The returned
   state is converted back to frame 0 (the unshifted S, z; it overflows only where the exact state
   is not representable in float32). With normalize=False nothing cancels and no shift is applied.
 
@@ -98,7 +106,6 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
   q, k, v = jnp.asarray(q), jnp.asarray(k), jnp.asarray(v)
   B, T, H, _ = _check_qkv(q, k, v)
   V = v.shape[-1]
-  dtype = jnp.result_type(q.dtype, k.dtype, v.dtype)
 
   fm = _get_feature_map(feature_map) if isinstance(feature_map, str) else None
   if fm is not None:
@@ -107,14 +114,12 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
                        f"divide by a sign-changing sum; use normalize=False (with an output norm) "
                        f"or a map from: {', '.join(positive_kernel_maps())}")
     stabilize = normalize and fm.log_fn is not None
-    if stabilize:
+    if stabilize:  # queries: per-row shift; keys: shifted below, once resets are known
       lq = fm.log_features(q, projection)
       phi_q = jnp.exp(lq - jax.lax.stop_gradient(jnp.max(lq, axis=-1, keepdims=True)))
-      lk = fm.log_features(k, projection)
-      m_BTH, shift_decay = _key_stabilizer(lk, initial_state is not None)
-      phi_k = jnp.exp(lk - m_BTH[..., None])
+      phi_k = lk = fm.log_features(k, projection)
     else:
-      phi_q, phi_k = fm(q, projection), fm(k, projection)
+      phi_q, phi_k = (fm(x.astype(jnp.float32), projection) for x in (q, k))
   elif callable(feature_map):
     kw = {} if projection is None else dict(projection=projection)
     phi_q, phi_k = jnp.asarray(feature_map(q, **kw)), jnp.asarray(feature_map(k, **kw))
@@ -126,27 +131,37 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
     raise ValueError(f"feature map gave φ(q) {list(phi_q.shape)} and φ(k) {list(phi_k.shape)}; "
                      f"expected both [B, T, H, K'] with B, T, H = {B}, {T}, {H}")
 
-  decay = None
+  decay = None  # log α [H] | [B,T,H] | [B,T,H,K'] float32
+  full_reset_BTH = jnp.zeros((B, T, H), bool)
   if log_decay is not None:
     _check_log_decay(log_decay, B, T, H, Kf)
     if is_concrete(log_decay) and not np.all(np.asarray(log_decay, np.float32) <= 0):  # NaN fails
       raise ValueError("log_decay must be <= 0 everywhere (decay α = exp(log_decay) in [0, 1]; "
                        "-inf resets)")
     decay = jnp.asarray(log_decay, jnp.float32)
+    full_reset_BTH = jnp.all(jnp.broadcast_to(_broadcast_decay(decay), (B, T, H, Kf)) == -jnp.inf,
+                             axis=-1)
+  if reset is not None:
+    check_shape("reset", reset, (B, T), "(bool, True at a document's first token)")
+    full_reset_BTH = full_reset_BTH | jnp.asarray(reset, bool)[..., None]
+  if stabilize:
+    m_BTH, shift_decay = _key_stabilizer(lk, initial_state is not None, full_reset_BTH)
+    phi_k = jnp.exp(lk - m_BTH[..., None])
+  if decay is not None:
     phi_k = phi_k * -jnp.expm1(_broadcast_decay(decay))  # eq. 10-11: k weighted by 1 − α
   if stabilize:
     decay = shift_decay if decay is None else _add_decays(decay, shift_decay)
   if reset is not None:
-    check_shape("reset", reset, (B, T), "(bool, True at a document's first token)")
     reset_BTH = jnp.broadcast_to(jnp.where(jnp.asarray(reset, bool), -jnp.inf, 0.0)[..., None],
                                  (B, T, H))
     decay = reset_BTH if decay is None else _add_decays(decay, reset_BTH)
 
-  phi_q, phi_k = phi_q.astype(dtype), phi_k.astype(dtype)
+  # float32 features and values: the recurrence accumulates in float32 anyway.
+  phi_q, phi_k, v32 = phi_q.astype(jnp.float32), phi_k.astype(jnp.float32), v.astype(jnp.float32)
   if not normalize:
     if initial_state is not None:
       check_shape("initial_state", initial_state, (B, H, Kf, V), "S [B,H,K',V] (normalize=False)")
-    o, S = linear_recurrence(phi_q, phi_k, v.astype(dtype), decay, scale=scale,
+    o, S = linear_recurrence(phi_q, phi_k, v32, decay, scale=scale,
                              initial_state=initial_state, mode=mode, chunk_size=chunk_size)
     return o.astype(v.dtype), S
 
@@ -159,10 +174,9 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
     check_shape("initial_state z", initial_state[1], (B, H, Kf), "[B,H,K']")
     S0 = jnp.concatenate([jnp.asarray(initial_state[0], jnp.float32),
                           jnp.asarray(initial_state[1], jnp.float32)[..., None]], axis=-1)
-  v1 = jnp.concatenate([v.astype(dtype), jnp.ones((B, T, H, 1), dtype)], axis=-1)
+  v1 = jnp.concatenate([v32, jnp.ones((B, T, H, 1), jnp.float32)], axis=-1)
   o1, S1 = linear_recurrence(phi_q, phi_k, v1, decay, scale=1.0, initial_state=S0, mode=mode,
                              chunk_size=chunk_size)
-  o1 = o1.astype(jnp.float32)
   o = o1[..., :V] / (o1[..., V:] + eps)
   if stabilize:
     S1 = S1 * jnp.exp(m_BTH[:, -1])[:, :, None, None]  # back to frame 0

@@ -120,10 +120,10 @@ def make_decay(kind, T, Kf, seed=9, strength=0.3):
 
 CASES = [
     ("elu1", True, None, "chunk", 8, False, 20),
-    ("relu", False, None, "recurrent", 64, True, 7),
+    ("relu", False, None, "assoc", 64, True, 7),
     ("exp", True, "H", "parallel", 64, True, 13),
     ("favor", True, "BTH", "chunk", 16, False, 37),
-    ("taylor", True, "BTHK", "assoc", 64, True, 9),
+    ("taylor", True, "BTHK", "recurrent", 64, True, 9),
     ("sincos", False, "BTHK", "chunk", 8, True, 20),
     ("identity", False, "H", "recurrent", 64, False, 1),
     ("elu1", False, "BTH", "parallel", 64, False, 11),
@@ -190,6 +190,29 @@ def test_exp_stabilization_is_exact_and_survives_extreme_inputs():
                                       None, None, None, fmap="exp", eps=0.0)
     assert rel_rms(run("exp", q + shift, k + shift), o_ref) <= VAL_TOL, shift
     assert rel_rms(run(jnp.exp, q + shift, k + shift), o_ref) > 0.5, shift
+
+
+def test_reset_restarts_documents_and_the_key_stabilizer():
+  """reset=[B,T] (or −inf in log_decay) clears the state; the second document then equals a
+  separate pass, even after a first document whose keys are 100 larger (stabilizer restarts)."""
+  T, cut = 12, 7
+  q, k, v = rand(0, B, T, H, K), rand(1, B, T, H, K), rand(2, B, T, H, V)
+  k[:, :cut] += 100.0
+  reset = np.zeros((B, T), bool)
+  reset[:, cut] = True
+  ld = make_decay("H", T, K)
+  ld_reset = np.broadcast_to(ld, (B, T, H)).copy()
+  ld_reset[:, cut] = -np.inf
+  f = lambda q, k, v, **kw: ops.linear_attention(q, k, v, feature_map="exp", mode="chunk",
+                                                 chunk_size=4, **kw)
+  # reset= keeps the first key's weight 1 − α; a −inf log_decay gives it weight 1 (eq. 10-11).
+  for kw, ld_doc2 in ((dict(log_decay=ld, reset=reset), ld), (dict(log_decay=ld_reset),
+                                                                ld_reset[:, cut:])):
+    o_doc2, (S_doc2, _) = f(q[:, cut:], k[:, cut:], v[:, cut:], log_decay=ld_doc2)
+    o, (S, _) = f(q, k, v, **kw)
+    assert rel_rms(o[:, cut:], o_doc2) <= VAL_TOL and rel_rms(S, S_doc2) <= VAL_TOL, kw.keys()
+  with pytest.raises(ValueError, match=r"reset has shape \[2, 11\], expected \[2, 12\]"):
+    f(q, k, v, reset=reset[:, 1:])
 
 
 def test_constant_decay_normalized_equals_decay_without_one_minus_a():

@@ -67,6 +67,13 @@ def _vjp_fn(mode, chunk_size, has_g, has_s0):
   return jax.jit(f)
 
 
+@functools.lru_cache(maxsize=None)
+def _fwd(mode, chunk_size):
+  """Jitted (o, S) = linear_recurrence(q, k, v, g, initial_state=s0) for one mode."""
+  return jax.jit(lambda q, k, v, g, s0: ops.linear_recurrence(
+      q, k, v, g, initial_state=s0, mode=mode, chunk_size=chunk_size))
+
+
 def _run(mode, chunk_size, q, k, v, g, s0, cot):
   return _vjp_fn(mode, chunk_size, g is not None, s0 is not None)(q, k, v, g, s0, cot)
 
@@ -112,10 +119,10 @@ def test_prefill_then_continue_equals_one_pass(mode):
   T1, T2 = 37, 27
   q, k, v, g, s0 = make_inputs(T1 + T2, 24, 20, "vector", "mixed", True, True, seed=4)
   g[:, T1] = -np.inf   # a reset right at the seam
-  run = functools.partial(ops.linear_recurrence, mode=mode, chunk_size=16)
-  o, s = run(q, k, v, g, initial_state=s0)
-  o1, s1 = run(q[:, :T1], k[:, :T1], v[:, :T1], g[:, :T1], initial_state=s0)
-  o2, s2 = run(q[:, T1:], k[:, T1:], v[:, T1:], g[:, T1:], initial_state=s1)
+  run = _fwd(mode, 16)
+  o, s = run(q, k, v, g, s0)
+  o1, s1 = run(q[:, :T1], k[:, :T1], v[:, :T1], g[:, :T1], s0)
+  o2, s2 = run(q[:, T1:], k[:, T1:], v[:, T1:], g[:, T1:], s1)
   assert_close(jnp.concatenate([o1, o2], axis=1), o, VALUE_TOL, "o")
   assert_close(s2, s, VALUE_TOL, "S")
 
@@ -129,7 +136,7 @@ def test_gradient_causality(mode):
     o, _ = ops.linear_recurrence(q, k, v, g, mode=mode, chunk_size=8)
     return jnp.sum(o[:, t0] * jnp.arange(1.0, 4.0))
 
-  grads = jax.grad(o_at_t0, argnums=(0, 1, 2, 3))(q, k, v, g)
+  grads = jax.jit(jax.grad(o_at_t0, argnums=(0, 1, 2, 3)))(q, k, v, g)
   for name, gr in zip("qkvg", grads):
     gr = np.asarray(gr)
     assert np.all(gr[:, t0 + 1:] == 0.0), f"d o_t0 / d {name}_s is nonzero for some s > t0"
@@ -142,8 +149,7 @@ def test_gradient_causality(mode):
 def test_bfloat16_inputs(mode):
   q, k, v, g, s0 = make_inputs(100, 24, 20, "vector", "strong", True, True, seed=6)
   bf = lambda x: jnp.asarray(x, jnp.bfloat16)
-  o, s = ops.linear_recurrence(bf(q), bf(k), bf(v), bf(g), initial_state=s0, mode=mode,
-                               chunk_size=16)
+  o, s = _fwd(mode, 16)(bf(q), bf(k), bf(v), bf(g), s0)
   assert o.dtype == jnp.bfloat16 and s.dtype == jnp.float32
   assert np.all(np.isfinite(np.asarray(o, np.float32))) and np.all(np.isfinite(s))
   up = lambda x: np.asarray(bf(x), np.float32)
@@ -157,19 +163,18 @@ def test_reset_is_exact():
   q, k, v, g, s0 = make_inputs(40, 8, 8, "vector", "weak", False, True, seed=7)
   g[:, 13] = -np.inf
   for mode in ops.MODES:
-    o, s = ops.linear_recurrence(q, k, v, g, initial_state=s0, mode=mode, chunk_size=16)
+    o, s = _fwd(mode, 16)(q, k, v, g, s0)
     g_fresh = g[:, 13:].copy()
     g_fresh[:, 0] = 0.0
-    o2, s2 = ops.linear_recurrence(q[:, 13:], k[:, 13:], v[:, 13:], g_fresh, mode=mode,
-                                   chunk_size=16)
+    o2, s2 = _fwd(mode, 16)(q[:, 13:], k[:, 13:], v[:, 13:], g_fresh, None)
     assert_close(o[:, 13:], o2, 1e-6, f"{mode} o after reset")
     assert_close(s, s2, 1e-6, f"{mode} S after reset")
 
 
 def test_default_scale_and_explicit_scale():
   q, k, v, _, _ = make_inputs(9, 16, 4, None, None, False, False, seed=8)
-  o_default, _ = ops.linear_recurrence(q, k, v, mode="chunk")
-  o_scaled, _ = ops.linear_recurrence(q, k, v, scale=0.25, mode="chunk")
+  o_default, _ = _fwd("chunk", 64)(q, k, v, None, None)
+  o_scaled, _ = jax.jit(lambda q, k, v: ops.linear_recurrence(q, k, v, scale=0.25))(q, k, v)
   o_ref, _ = linear_recurrence_reference(q, k, v, scale=0.25)
   assert_close(o_default, o_ref, VALUE_TOL, "scale None = K**-0.5")
   assert_close(o_scaled, o_ref, VALUE_TOL, "scale")

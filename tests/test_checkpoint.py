@@ -1,0 +1,75 @@
+"""Checkpointer: save / keep K / restore latest or a step; missing and corrupt checkpoints."""
+import glob
+import os
+import shutil
+
+from flax import nnx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from linear_seq import checkpoint
+from linear_seq import sharding
+
+
+def make_state(step: int):
+  return {"step": jnp.int32(step), "params": nnx.State({"w": nnx.Param(jnp.arange(6.0).reshape(2, 3) * step)}),
+          "opt_state": (jnp.ones(3) * step,)}
+
+
+def target():
+  mesh = sharding.make_mesh()
+  state = make_state(0)
+  return checkpoint.abstract_like(state, sharding.state_shardings(state, mesh))
+
+
+@pytest.fixture
+def saved(tmp_path):
+  ckpt = checkpoint.Checkpointer(str(tmp_path), keep=2)
+  for step in (1, 2, 3):
+    ckpt.save(step, make_state(step), {"position": step})
+  ckpt.wait()
+  return str(tmp_path), ckpt
+
+
+def test_keep_and_restore(saved):
+  workdir, ckpt = saved
+  assert ckpt.all_steps() == [2, 3] and ckpt.latest_step() == 3
+  step, state, data_state = ckpt.restore(target())
+  assert step == 3 and data_state == {"position": 3} and int(state["step"]) == 3
+  np.testing.assert_array_equal(state["params"]["w"][...], np.arange(6.0).reshape(2, 3) * 3)
+  assert state["params"]["w"][...].sharding.is_fully_replicated
+  step, state, _ = ckpt.restore(target(), step=2)
+  assert step == 2 and float(state["opt_state"][0][0]) == 2.0
+  with pytest.raises(checkpoint.CheckpointError, match=r"no checkpoint for step 1 .*available steps: 2, 3"):
+    ckpt.restore(target(), step=1)
+  ckpt.close()
+
+
+def test_corrupt_latest_falls_back_with_warning(saved, caplog):
+  workdir, ckpt = saved
+  for f in glob.glob(os.path.join(workdir, "checkpoints", "3", "state", "**", "d", "*"), recursive=True):
+    open(f, "w").close()  # truncate the array data
+  with pytest.raises(checkpoint.CheckpointError, match=r"checkpoints/3 is corrupt or unreadable"):
+    ckpt.restore(target(), step=3)
+  with caplog.at_level("WARNING"):
+    step, _, data_state = ckpt.restore(target(), quarantine=True)
+  assert step == 2 and data_state == {"position": 2}
+  assert "checkpoints/3 is corrupt" in caplog.text and "restored the older checkpoint of step 2" in caplog.text
+  assert ckpt.all_steps() == [2] and os.path.isdir(os.path.join(workdir, "checkpoints", "3.corrupt"))
+  ckpt.save(3, make_state(3), {})  # the step can be written again
+  ckpt.close()
+
+
+def test_all_corrupt_or_missing(saved, tmp_path):
+  workdir, ckpt = saved
+  for step in (2, 3):
+    shutil.rmtree(os.path.join(workdir, "checkpoints", str(step), "state"))
+  with pytest.raises(checkpoint.CheckpointError, match="no readable checkpoint in"):
+    ckpt.restore(target())
+  ckpt.close()
+  with pytest.raises(checkpoint.CheckpointError, match="no checkpoints in"):
+    checkpoint.Checkpointer(str(tmp_path / "empty"), read_only=True)
+  with pytest.raises(checkpoint.CheckpointError, match="no checkpoints in"):
+    checkpoint.Checkpointer(str(tmp_path / "empty2")).restore(target())

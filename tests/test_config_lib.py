@@ -1,0 +1,82 @@
+"""Config files, typed options, config.json round trip and command-line style overrides."""
+import json
+import os
+
+import ml_collections
+import pytest
+
+from linear_seq import config_lib
+
+CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
+
+
+def load(name: str, arg: str = "") -> ml_collections.ConfigDict:
+  return config_lib.load_sibling(os.path.join(CONFIGS, f"{name}.py"), name).get_config(arg)
+
+
+def test_parse_arg_types():
+  assert config_lib.parse_arg("mixer=gla,tiny=True,n=3,lr=1e-3,off=False") == {
+      "mixer": "gla", "tiny": True, "n": 3, "lr": 1e-3, "off": False}
+  assert config_lib.parse_arg("") == {}
+  with pytest.raises(ValueError, match="not key=value"):
+    config_lib.parse_arg("tiny")
+
+
+def test_config_files_options():
+  default, mqar = load("default", "mixer=retention,tiny=True"), load("mqar", "mixer=softmax")
+  assert default.model.mixer == "retention" and default.train.num_steps <= 10
+  assert (mqar.data.dataset, mqar.data.vocab_size, mqar.data.seq_len, mqar.model.mlp_ratio) == ("mqar", 1024, 64, 0)
+  assert mqar.model.mixer == "softmax" and mqar.model.conv_width == 4
+  with pytest.raises(ValueError, match="unknown config option.*tny; valid: mixer, tiny"):
+    load("mqar", "tny=True")
+
+
+def test_string_fields_default_to_empty_not_none():
+  def leaves(d, prefix=""):
+    for k, v in d.items():
+      yield from leaves(v, f"{prefix}{k}.") if isinstance(v, dict) else [(prefix + k, v)]
+  nones = [k for k, v in leaves(load("default").to_dict()) if v is None]
+  assert not nones, f"None fields cannot be overridden from the command line: {nones}"
+
+
+def test_config_json_round_trip_keeps_types(tmp_path):
+  config = load("mqar", "tiny=True")
+  config.train.learning_rate = 1.0  # a float holding an integral value stays a float
+  config_lib.save_config(config, str(tmp_path))
+  restored = config_lib.load_config(str(tmp_path))
+  assert restored.to_dict() == config.to_dict()
+  assert type(restored.train.learning_rate) is float and type(restored.train.num_steps) is int
+  assert type(restored.model.tie_embeddings) is bool and restored.model.layer_mixers == ""
+  with pytest.raises(AttributeError):  # locked: a typo fails
+    restored.model.mixr = "gla"
+  assert json.load(open(tmp_path / "config.json"))["data"]["dataset"] == "mqar"
+
+
+def test_load_config_missing_and_invalid(tmp_path):
+  with pytest.raises(FileNotFoundError, match="no config.json"):
+    config_lib.load_config(str(tmp_path))
+  (tmp_path / "config.json").write_text("{not json")
+  with pytest.raises(ValueError, match="not valid JSON"):
+    config_lib.load_config(str(tmp_path))
+
+
+def test_apply_overrides_casts_and_rejects_unknown_fields():
+  config = load("default")
+  out = config_lib.apply_overrides(config, {"eval.seq_len": "512", "train.learning_rate": "1",
+                                            "model.tie_embeddings": "false", "model.mixer": "s4"})
+  assert out.eval.seq_len == 512 and out.train.learning_rate == 1.0 and type(out.train.learning_rate) is float
+  assert out.model.tie_embeddings is False and out.model.mixer == "s4"
+  assert config.eval.seq_len == 0  # the input is not modified
+  with pytest.raises(ValueError, match=r"unknown config field 'eval.seqlen'; valid fields at eval: batch_size"):
+    config_lib.apply_overrides(config, {"eval.seqlen": "1"})
+  with pytest.raises(ValueError, match="unknown config field 'evl.seq_len'.*top level"):
+    config_lib.apply_overrides(config, {"evl.seq_len": "1"})
+  with pytest.raises(ValueError, match="eval.seq_len expects int, got 'x'"):
+    config_lib.apply_overrides(config, {"eval.seq_len": "x"})
+  with pytest.raises(ValueError, match="expects a bool"):
+    config_lib.apply_overrides(config, {"train.fsdp": "maybe"})
+
+
+def test_diff():
+  a, b = load("default"), load("default", "mixer=s4")
+  assert config_lib.diff(a, b) == ["model.mixer"]

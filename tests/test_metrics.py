@@ -1,0 +1,53 @@
+"""metrics.jsonl (truncation on resume), TensorBoard events, plain log lines."""
+import json
+import os
+
+from linear_seq import metrics
+
+
+def lines(path):
+  return [json.loads(l) for l in open(path)]
+
+
+def test_writer_jsonl_tensorboard_and_truncation_on_resume(tmp_path):
+  workdir = str(tmp_path)
+  w = metrics.MetricsWriter(workdir, total_steps=4, progress=False)
+  for step in (1, 2, 3, 4):
+    w.write(step, {"train_loss": 1.0 / step, "learning_rate": 0.1, "tokens_per_sec": 10.0})
+  w.write(4, {"eval_loss": float("nan")})
+  w.close()
+  path = os.path.join(workdir, metrics.METRICS_FILE)
+  assert [r["step"] for r in lines(path)] == [1, 2, 3, 4, 4]
+  assert lines(path)[-1]["eval_loss"] == "nan"  # strict JSON
+  assert any(f.startswith("events.out.tfevents") for f in os.listdir(os.path.join(workdir, "tensorboard")))
+  with open(path, "a") as f:
+    f.write('{"step": 5, "train_lo')  # a line cut short by a crash
+  w = metrics.MetricsWriter(workdir, start_step=2, total_steps=4, progress=False)  # resumed at step 2
+  w.write(3, {"train_loss": 0.5})
+  w.close()
+  assert [(r["step"], r.get("train_loss")) for r in lines(path)] == [(1, 1.0), (2, 0.5), (3, 0.5)]
+  assert metrics.read_metrics(workdir) == lines(path)
+
+
+def test_plain_log_lines_when_not_a_tty(tmp_path, caplog):
+  w = metrics.MetricsWriter(str(tmp_path), total_steps=3, progress=False)
+  with caplog.at_level("INFO"):
+    w.write(3, {"train_loss": 2.5, "tokens_per_sec": 1234.5})
+  w.close()
+  assert "step 3: train_loss=2.5 tokens_per_sec=1234" in caplog.text
+
+
+def test_progress_bar(tmp_path, capsys):
+  w = metrics.MetricsWriter(str(tmp_path), total_steps=3, progress=True)
+  w.write(1, {"train_loss": 2.5})
+  w.advance(1)
+  w.close()
+  err = capsys.readouterr().err
+  assert "train_loss=2.5" in err and "1/3" in err
+
+
+def test_disabled_writer_writes_nothing(tmp_path):
+  w = metrics.MetricsWriter(str(tmp_path / "w"), enabled=False)
+  w.write(1, {"train_loss": 1.0})
+  w.close()
+  assert not os.path.exists(tmp_path / "w")

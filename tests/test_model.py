@@ -1,0 +1,158 @@
+"""The LM: config factory, forward, hybrids, greedy/sampled generation, state sizes, labels, redraw."""
+import dataclasses
+import importlib.util
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from linear_seq import model as model_lib
+from linear_seq.mixers import RandomProjection
+
+V, D, H = 13, 16, 2
+TINY = dict(vocab_size=V, d_model=D, num_heads=H, mlp_ratio=2, state_size=4, gate_rank=4, chunk_size=4,
+            num_features=8, max_len=32)
+
+
+def default_config():
+  path = os.path.join(os.path.dirname(__file__), "..", "configs", "default.py")
+  spec = importlib.util.spec_from_file_location("default_config", path)
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod.get_config("")
+
+
+def test_model_config_fields_match_config_file():
+  config = default_config()
+  fields = {f.name for f in dataclasses.fields(model_lib.ModelConfig)}
+  assert set(config.model.keys()) == fields
+  cfg = model_lib.ModelConfig.from_config(config.model, vocab_size=259)
+  assert cfg.vocab_size == 259 and cfg.mixers == ("gla",) * config.model.num_layers
+  config.model.layer_mixers, config.model.num_layers = "gla,softmax", 2
+  config.model.gamma, config.model.decay, config.model.vocab_size = "0.9, 0.99", "0.95", 300
+  cfg = model_lib.ModelConfig.from_config(config.model, vocab_size=259)
+  assert cfg.mixers == ("gla", "softmax") and cfg.gamma == (0.9, 0.99) and cfg.decay == (0.95,)
+  assert cfg.vocab_size == 300
+
+
+BAD_CONFIGS = [
+    (dict(layer_mixers="gla,softmax", num_layers=3), "lists 2 mixers"),
+    (dict(mixer="mamba"), "unknown mixer 'mamba'; valid: softmax, linear, retention, gla, s4"),
+    (dict(dtype="float16"), "unknown model.dtype 'float16'; valid: float32, bfloat16"),
+    (dict(mode="fast"), "unknown model.mode 'fast'"),
+    (dict(d_model=15), "must divide by model.num_heads"),
+    (dict(num_layers=0), "model.num_layers must be a positive integer"),
+    (dict(conv_width=1), "conv_width 0 or >= 2"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", BAD_CONFIGS, ids=[m for _, m in BAD_CONFIGS])
+def test_bad_model_config_raises(overrides, message):
+  with pytest.raises(ValueError, match=message):
+    model_lib.ModelConfig(**{**TINY, **overrides})
+
+
+def test_from_config_needs_a_vocab_size():
+  with pytest.raises(ValueError, match="vocab_size is 0"):
+    model_lib.ModelConfig.from_config({"vocab_size": 0, "mixer": "gla"})
+
+
+@pytest.fixture(scope="module")
+def hybrid():
+  """Every mixer in one model, with the short conv: exercises all layer states together."""
+  cfg = model_lib.ModelConfig(**TINY, layer_mixers="gla,softmax,s4,linear,retention", num_layers=5,
+                              conv_width=3, feature_map="favor")
+  return model_lib.LM(cfg, rngs=nnx.Rngs(0))
+
+
+def test_generate_greedy_equals_argmax_of_full_forwards(hybrid):
+  prompt = jax.random.randint(jax.random.key(1), (2, 5), 0, V)
+  n = 4
+  out = model_lib.generate(hybrid, prompt, n, temperature=0.0)
+  assert out.shape == (2, 5 + n) and out.dtype == jnp.int32
+  np.testing.assert_array_equal(out[:, :5], prompt)
+  # Reference: full forwards on a fixed-length buffer (causal, so later slots don't matter).
+  graphdef, params = nnx.split(hybrid)
+  fwd = jax.jit(lambda p, t: nnx.merge(graphdef, p)(t)[0])
+  buf = jnp.zeros((2, 5 + n), jnp.int32).at[:, :5].set(prompt)
+  for i in range(n):
+    logits = fwd(params, buf)
+    assert logits.shape == (2, 5 + n, V) and logits.dtype == jnp.float32
+    buf = buf.at[:, 5 + i].set(jnp.argmax(logits[:, 4 + i], axis=-1))
+  np.testing.assert_array_equal(out, buf)
+
+
+def test_generate_sampling_and_errors(hybrid):
+  prompt = jnp.ones((2, 5), jnp.int32)  # the shapes of the greedy test: no new compile
+  a = model_lib.generate(hybrid, prompt, 4, temperature=1.0, key=jax.random.key(0))
+  b = model_lib.generate(hybrid, prompt, 4, temperature=1.0, key=jax.random.key(0))
+  c = model_lib.generate(hybrid, prompt, 4, temperature=1.0, key=jax.random.key(1))
+  np.testing.assert_array_equal(a, b)
+  assert a.shape == (2, 9) and int(a.min()) >= 0 and int(a.max()) < V
+  assert not np.array_equal(a, c)  # 8 sampled tokens from near-uniform logits: differ for another key
+  with pytest.raises(ValueError, match="expected \\[B, T0\\]"):
+    model_lib.generate(hybrid, jnp.ones((3,), jnp.int32), 2)
+  with pytest.raises(ValueError, match="temperature must be >= 0"):
+    model_lib.generate(hybrid, prompt, 2, temperature=-1.0)
+  with pytest.raises(ValueError, match="needs a PRNG key"):
+    model_lib.generate(hybrid, prompt, 2, temperature=1.0)
+  with pytest.raises(ValueError, match="state has 1 layers, the model 5"):
+    hybrid(prompt, state=[{}])
+
+
+def test_state_size_values():
+  K = D // H
+  sizes = {}
+  for mixer in ("softmax", "linear", "retention", "gla", "s4"):
+    cfg = model_lib.ModelConfig(**TINY, mixer=mixer, num_layers=2, conv_width=3)
+    lm = model_lib.LM(cfg, rngs=nnx.Rngs(0))
+    sizes[mixer] = (lm.state_size(8), lm.state_size(16))
+  conv = 2 * 2 * D  # (width − 1) inputs of D per layer
+  assert sizes["softmax"] == (2 * (2 * 8 * D) + conv, 2 * (2 * 16 * D) + conv)  # grows with seq_len
+  feat = K  # elu1 keeps K features; denominator adds z [H, K']
+  assert sizes["linear"] == (2 * (H * feat * K + H * feat) + conv,) * 2
+  assert sizes["retention"] == sizes["gla"] == (2 * H * K * K + conv,) * 2
+  assert sizes["s4"] == (2 * 2 * D * 4 + conv,) * 2
+
+
+def test_bfloat16_compute_float32_params_and_logits():
+  cfg = model_lib.ModelConfig(**TINY, layer_mixers="gla,s4", num_layers=2, dtype="bfloat16")
+  lm = model_lib.LM(cfg, rngs=nnx.Rngs(0))
+  assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(nnx.state(lm, nnx.Param)))
+  tokens = jnp.arange(14).reshape(2, 7) % V
+  logits, _ = nnx.jit(lambda m, t: m(t))(lm, tokens)
+  assert logits.dtype == jnp.float32 and logits.shape == (2, 7, V)
+  assert np.all(np.isfinite(np.asarray(logits)))
+
+
+def test_param_label_on_real_paths_and_redraw():
+  cfg = model_lib.ModelConfig(**TINY, layer_mixers="linear,s4,gla", num_layers=3, feature_map="favor",
+                              tie_embeddings=False, conv_width=2)
+  lm = model_lib.LM(cfg, rngs=nnx.Rngs(0))
+  labels = {tuple(str(p) for p in path): model_lib.param_label(path)
+            for path, _ in nnx.to_flat_state(nnx.state(lm, nnx.Param))}
+  by_leaf = lambda leaf: {l for p, l in labels.items() if p[-1] == leaf}  # noqa: E731
+  assert by_leaf("log_A_real") == by_leaf("A_imag") == by_leaf("log_dt") == {"ssm"}
+  assert by_leaf("scale") == by_leaf("bias") == {"no_decay"}          # norms, biases, gate bias
+  assert labels[("blocks", "2", "mixer", "gate_up", "bias")] == "no_decay"
+  assert labels[("blocks", "2", "mixer", "out_norm", "scale")] == "no_decay"
+  assert by_leaf("kernel") == by_leaf("embedding") == by_leaf("C") == {"decay"}
+  assert model_lib.param_label(("blocks", "0", "mixer", "log_dt", "value")) == "ssm"
+  with pytest.raises(ValueError, match="empty parameter path"):
+    model_lib.param_label(())
+  # The random projection: checkpointed state, not a parameter; redraw changes it and the outputs.
+  assert not any(p[-1] == "projection" for p in labels)
+  flat = dict(nnx.to_flat_state(nnx.state(lm, RandomProjection)))
+  assert list(flat) == [("blocks", 0, "mixer", "projection")]
+  x = jax.random.normal(jax.random.key(0), (2, 6, D))
+  mixer = lm.blocks[0].mixer
+  fwd = nnx.jit(lambda m, x: m(x)[0])
+  before_w = np.asarray(mixer.projection[...])
+  before = fwd(mixer, x)
+  assert model_lib.redraw_projections(lm, jax.random.key(3)) == 1
+  assert not np.allclose(mixer.projection[...], before_w)
+  after = fwd(mixer, x)
+  assert not np.allclose(before, after)

@@ -1,0 +1,147 @@
+"""The trainer end to end on shrunk configs: exact resume, NaN stop, round trip to evaluate, failures."""
+import json
+import os
+import shutil
+
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from linear_seq import checkpoint
+from linear_seq import config_lib
+from linear_seq import evaluate
+from linear_seq import metrics
+from linear_seq import optim
+from linear_seq import train
+
+CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
+TEXT = ("Now is the winter of our discontent made glorious summer by this sun of York; and all the clouds "
+        "that lour'd upon our house in the deep bosom of the ocean buried.\n")
+
+
+def tiny(name: str, **overrides) -> ml_collections.ConfigDict:
+  """configs/<name>.py:tiny=True with dotted overrides, e.g. tiny('mqar', **{'train.num_steps': 6})."""
+  config = config_lib.load_sibling(os.path.join(CONFIGS, f"{name}.py"), name).get_config("tiny=True")
+  return config_lib.apply_overrides(config, overrides)
+
+
+def mqar(**overrides) -> ml_collections.ConfigDict:
+  return tiny("mqar", **{"train.log_every": 1, **overrides})
+
+
+def train_lines(workdir):
+  return [(r["step"], r["train_loss"]) for r in metrics.read_metrics(workdir) if "train_loss" in r]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+  """4 steps straight (checkpoints at 2 and 4, eval at 2 and 4, a train line every step)."""
+  workdir = str(tmp_path_factory.mktemp("straight"))
+  final = train.train_and_evaluate(mqar(), workdir)
+  return workdir, final
+
+
+def test_outputs(straight):
+  workdir, final = straight
+  assert final["step"] == 4 and np.isfinite(final["train_loss"]) and 0 <= final["eval_accuracy"] <= 1
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2", "4"]
+  records = metrics.read_metrics(workdir)
+  assert {"step", "train_loss", "learning_rate", "tokens_per_sec", "wall_time"} <= set(records[0])
+  assert [r["step"] for r in records if "eval_loss" in r] == [2, 4]
+  assert all("eval_accuracy" in r for r in records if "eval_loss" in r)
+  assert config_lib.load_config(workdir).to_dict() == mqar().to_dict()
+
+
+def test_exact_resume(straight, tmp_path):
+  """2 steps + restart + 2 steps == 4 steps straight, bitwise (state, optimizer, data iterator restored);
+  metrics.jsonl lines past the restored step are dropped, so the file matches the straight run's."""
+  workdir, _ = straight
+  resumed = str(tmp_path / "resumed")
+  shutil.copytree(workdir, resumed)
+  shutil.rmtree(os.path.join(resumed, "checkpoints", "4"))  # as if the run had stopped after step 2
+  final = train.train_and_evaluate(mqar(), resumed)
+  assert train_lines(resumed) == train_lines(workdir)
+  strip = lambda rs: [{k: v for k, v in r.items() if k not in ("tokens_per_sec", "wall_time")} for r in rs]
+  assert strip(metrics.read_metrics(resumed)) == strip(metrics.read_metrics(workdir))
+  assert final["eval_loss"] == metrics.read_metrics(workdir)[-1]["eval_loss"]
+  # Already at num_steps: nothing to do, the final metrics come from metrics.jsonl.
+  again = train.train_and_evaluate(mqar(), resumed)
+  assert again["step"] == 4 and again["eval_loss"] == final["eval_loss"]
+
+
+def test_resume_with_another_model_is_refused(straight, tmp_path):
+  workdir, _ = straight
+  other = str(tmp_path / "other")
+  shutil.copytree(workdir, other)
+  with pytest.raises(train.ConfigError, match=r"different model: model.d_model changed.*saved 16, now 32"):
+    train.train_and_evaluate(mqar(**{"model.d_model": 32}), other)
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
+  """A NaN learning rate from step 3 on (injected through the schedule) makes step 4's loss NaN."""
+  real = optim.make_schedule
+  monkeypatch.setattr(optim, "make_schedule",
+                      lambda c: (lambda count: jnp.where(count < 2, real(c)(count), jnp.nan)))
+  config = mqar(**{"train.learning_rate": 1.234e-3,  # a fresh optimizer (not memoized) built with the patch
+                   "train.num_steps": 6, "train.log_every": 4, "train.eval_every": 100})
+  with pytest.raises(FloatingPointError, match=r"non-finite training loss \(nan\) at step 4: training stopped; "
+                     r"the last good checkpoint is step 2"):
+    train.train_and_evaluate(config, str(tmp_path))
+  assert os.listdir(tmp_path / "checkpoints") == ["2"]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("model.mixer", "mamba", "unknown mixer 'mamba'; valid: softmax, linear, retention, gla, s4"),
+    ("model.layer_mixers", "gla,attn", "unknown mixer 'attn'; valid: softmax"),
+    ("data.dataset", "wikitext", "unknown dataset 'wikitext'; valid: shakespeare, local_text"),
+])
+def test_unknown_names_fail_before_training(tmp_path, field, value, message):
+  with pytest.raises(train.ConfigError, match=message):
+    train.train_and_evaluate(mqar(**{field: value}), str(tmp_path))
+  assert not os.path.exists(tmp_path / "checkpoints")
+
+
+def test_unknown_feature_map_fails_before_training(tmp_path):
+  with pytest.raises(train.ConfigError, match="unknown feature map 'gauss'; valid: identity"):
+    train.train_and_evaluate(mqar(**{"model.mixer": "linear", "model.feature_map": "gauss"}), str(tmp_path))
+
+
+def test_text_round_trip_train_checkpoint_evaluate(tmp_path):
+  """2 steps on a local text folder -> checkpoint -> evaluate() restores it: same eval loss as the trainer's
+  last eval, bits per byte, length extrapolation via config overrides, a sample after a prompt."""
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  (corpus / "a.txt").write_text(TEXT * 60)
+  workdir = str(tmp_path / "run")
+  config = tiny("default", **{"data.dataset": "local_text", "data.path": str(corpus),
+                              "data.data_dir": str(tmp_path / "tfds"), "train.num_steps": 2})
+  final = train.train_and_evaluate(config, workdir)
+  result = evaluate.evaluate(workdir)
+  assert result["step"] == 2 and result["split"] == "validation"
+  assert result["eval_loss"] == pytest.approx(final["eval_loss"], rel=1e-6)
+  assert result["bits_per_byte"] == pytest.approx(result["eval_loss"] / np.log(2), rel=1e-6)  # bytes only
+  assert result["perplexity"] == pytest.approx(np.exp(result["eval_loss"]), rel=1e-6)
+  assert result["num_params"] == final["num_params"] > 0 and result["state_size"] > 0
+  assert "accuracy" not in result and result["eval_batches"] == 2  # the cap eval.max_batches of tiny=True
+  longer = evaluate.evaluate(workdir, config_overrides={"eval.seq_len": "64"}, position_loss=True)
+  assert longer["eval_seq_len"] == 64 and len(longer["position_loss"]) == 64
+  restored = evaluate.restore(workdir, step=2)
+  text = evaluate.sample(restored, 5, prompt="Now", temperature=0.0)
+  assert text.startswith("Now") and len(text.encode("utf-8", "replace")) >= 4
+  with pytest.raises(checkpoint.CheckpointError, match=r"no checkpoint for step 7 .*available steps: 2"):
+    evaluate.evaluate(workdir, step=7)
+  with pytest.raises(train.ConfigError, match="unknown config field 'eval.seqlen'"):
+    evaluate.evaluate(workdir, config_overrides={"eval.seqlen": "64"})
+
+
+def test_evaluate_empty_workdir_and_corrupt_checkpoint(straight, tmp_path):
+  with pytest.raises(checkpoint.CheckpointError, match="no checkpoints in .*nothing has been trained there"):
+    evaluate.evaluate(str(tmp_path))
+  workdir = str(tmp_path / "corrupt")
+  shutil.copytree(straight[0], workdir)
+  shutil.rmtree(os.path.join(workdir, "checkpoints", "4", "state"))
+  with pytest.raises(checkpoint.CheckpointError, match="checkpoints/4 is corrupt or unreadable"):
+    evaluate.evaluate(workdir, step=4)
+  assert evaluate.evaluate(workdir)["step"] == 2  # latest unreadable: falls back (with a warning)
+  assert json.load(open(os.path.join(workdir, "config.json")))["data"]["dataset"] == "mqar"
