@@ -28,9 +28,10 @@ class S4D(nnx.Module):
   C complex ~ N(0, 1), learned log Δ_h (log-uniform in [dt_min, dt_max] at init), ZOH or bilinear
   discretization (`ops.discretize_diagonal`), then `ops.ssm_diag_channels`: the FFT convolution for
   training (mode 'fft'), the scan for one-token decoding.
-  Document boundaries: the FFT form cannot reset the state, so with segment_ids the layer runs the
-  associative-scan form (or the scan, if mode='scan') with the state zeroed at every document's
-  first token (exact; ~15x slower than the FFT on CPU at T=256, O(T·B·D·N) memory for assoc).
+  Document boundaries: the FFT form cannot reset the state, so a batch whose segment_ids hold a
+  boundary runs the associative-scan form (or the scan, if mode='scan') with the state zeroed at every
+  document's first token (exact; ~15x slower than the FFT on CPU at T=256, O(T·B·D·N) memory for
+  assoc); batches without a boundary keep the FFT (`lax.cond` at run time).
   State: x [B, d_model, N] complex64. Parameters `log_A_real`, `A_imag`, `log_dt` are the 'ssm' group.
   """
 
@@ -81,13 +82,23 @@ class S4D(nnx.Module):
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
     T = x_BTD.shape[1]
     Ab, Bb, C = self.discrete_system()
-    kwargs = {}
     mode = self.mode if T > 1 else "scan"
-    if segment_ids is not None and mode == "fft":
-      mode = "assoc"  # the FFT form cannot reset; assoc is parallel (mode='scan' saves memory)
-      kwargs["reset"] = segments.boundaries(segment_ids)
-    y_BTD, state = ops.ssm_diag_channels(x_BTD, Ab, Bb, C, self.D[...], mode=mode,
-                                         initial_state=state, **kwargs)
+    D = self.D[...]
+
+    def run(mode, **kw):
+      return ops.ssm_diag_channels(x_BTD, Ab, Bb, C, D, mode=mode, initial_state=state, **kw)
+
+    if segment_ids is None:
+      y_BTD, state = run(mode)
+    else:
+      reset = segments.boundaries(segment_ids)
+      if mode == "fft":
+        # The FFT form cannot reset the state: only a batch that holds a boundary takes the exact
+        # (slower) associative scan with resets; the rest keep the FFT.
+        y_BTD, state = jax.lax.cond(jnp.any(reset), lambda: run("assoc", reset=reset),
+                                    lambda: run("fft"))
+      else:
+        y_BTD, state = run(mode, reset=reset)
     y_BTD = jax.nn.gelu(y_BTD)
     a_BTD, b_BTD = jnp.split(self.out_proj(y_BTD), 2, axis=-1)
     return a_BTD * jax.nn.sigmoid(b_BTD), state

@@ -26,7 +26,8 @@ CASES = [
     ("gla-vector", "gla", dict(gate_rank=4, chunk_size=CHUNK)),
     ("gla-scalar", "gla", dict(gate_rank=4, vector_gate=False, mode="assoc")),
     ("s4-lin-zoh", "s4", dict(state_size=4)),
-    ("s4-inv-bilinear", "s4", dict(state_size=4, init="inv", discretization="bilinear")),
+    ("s4-inv-bilinear-scan", "s4", dict(state_size=4, init="inv", discretization="bilinear",
+                                        mode="scan")),
 ]
 
 
@@ -111,6 +112,8 @@ def test_packed_documents_are_independent(setup):
   y_second, _ = fwd(x[:, t_a:], m.init_state(B, T))  # the second document alone, fresh state
   assert rel(y_packed[:, :t_a], y_full[:, :t_a]) < 1e-5  # (causality: the first one alone)
   assert rel(y_packed[:, t_a:], y_second) < 1e-5
+  y_one_doc, _ = fwd(x, segment_ids=jnp.ones((B, T), jnp.int32))  # no boundary: as without ids
+  assert rel(y_one_doc, y_full) < 1e-5
 
 
 def test_packed_prefill_then_decode_continues_last_document(setup):
