@@ -1,10 +1,16 @@
 """Default: a small byte-level GLA language model on the embedded Shakespeare corpus.
 
-Run (CPU, ~5 minutes on 2 cores):
+2 GLA layers (vector gates, chunk form), d_model 128, 4 heads, MLP ×4, tied embeddings: 0.47M parameters;
+400 AdamW steps of 32 × 128 bytes (1.6M tokens), warmup 40 then cosine from 5e-3 to 5e-4.
+
+Run (CPU; scripts/run.sh does both):
   python -m linear_seq.main --config=configs/default.py --workdir=runs/default
   python -m linear_seq.evaluate --workdir=runs/default --generate=200
 Options: configs/default.py:mixer=retention,tiny=True  (tiny=True shrinks everything to a smoke test).
-Result: TODO (filled in with the measured validation bits/byte).
+Result (measured on the 2-core dev CPU while other jobs shared it, so the time is pessimistic): the training
+command took 2 min 29 s wall (import, data, compile, 400 steps at up to 17.5k tokens/s, final eval) and reached
+validation 1.840 nats/byte = 2.65 bits/byte over the whole validation split (457k bytes); uniform is 8 bits/byte,
+a unigram model about 4.5. Evaluate takes ~12 s and prints eval.json and a sample.
 """
 import ml_collections
 
@@ -24,7 +30,7 @@ def model_config() -> ml_collections.ConfigDict:
   # Residual stream width.
   m.d_model = 128
   # Number of blocks (mixer + MLP).
-  m.num_layers = 4
+  m.num_layers = 2
   # Heads of every mixer (d_model must divide by it).
   m.num_heads = 4
   # MLP hidden width as a multiple of d_model; 0 = no MLP in the blocks (Zoology's MQAR models).
@@ -37,8 +43,8 @@ def model_config() -> ml_collections.ConfigDict:
   m.dtype = "float32"
   # Op computation form: chunk | recurrent | parallel | assoc (linear mixers); fft | scan | assoc (s4).
   m.mode = ""
-  # Chunk size of the chunkwise-parallel form.
-  m.chunk_size = 64
+  # Chunk size of the chunkwise-parallel form (16 is the fastest for vector-gated GLA on a CPU).
+  m.chunk_size = 16
   # softmax: positional encoding none | learned | rope.
   m.pos_encoding = "rope"
   # softmax (learned positions): the longest sequence it supports.
@@ -90,7 +96,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   # Where TFDS prepares datasets; '' = ~/tensorflow_datasets.
   c.data.data_dir = ""
   # Training sequence length (tokens per example).
-  c.data.seq_len = 256
+  c.data.seq_len = 128
   # Global batch size (sharded over the data axis of the mesh).
   c.data.batch_size = 32
   # Seed of the shuffle (independent of the model seed).
@@ -108,11 +114,11 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
 
   c.train = ml_collections.ConfigDict()
   # Optimisation steps.
-  c.train.num_steps = 2000
+  c.train.num_steps = 400
   # Peak learning rate (AdamW), reached after warmup, then cosine decay.
-  c.train.learning_rate = 3e-3
+  c.train.learning_rate = 5e-3
   # Linear warmup steps.
-  c.train.warmup_steps = 100
+  c.train.warmup_steps = 40
   # Final learning rate as a fraction of the peak.
   c.train.end_lr_fraction = 0.1
   # AdamW weight decay (not applied to norms, biases, gate biases, the SSM's A and log dt).
@@ -122,14 +128,14 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.train.b2 = 0.98
   # Global gradient-norm clipping.
   c.train.grad_clip = 1.0
-  # Learning-rate multiplier for the SSM's A, B and log dt (S4 practice).
+  # Learning-rate multiplier for the SSM's A and log dt (S4 practice).
   c.train.ssm_lr_multiplier = 0.1
   # Log train metrics every N steps.
-  c.train.log_every = 50
-  # Evaluate every N steps (and at the end).
-  c.train.eval_every = 500
+  c.train.log_every = 25
+  # Evaluate every N steps (and at the end); the whole validation split takes ~15-30 s here.
+  c.train.eval_every = 400
   # Save a checkpoint every N steps (and at the end).
-  c.train.checkpoint_every = 500
+  c.train.checkpoint_every = 200
   # Checkpoints to keep.
   c.train.keep_checkpoints = 3
   # Shard parameters over the data axis too (FSDP-style) instead of replicating them.

@@ -38,8 +38,8 @@ class Checkpointer:
       raise CheckpointError(f"no checkpoints in {workdir!r}: {self.directory} does not exist "
                             "(train first: python -m linear_seq.main --config=... --workdir=...)")
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep if keep > 0 else None, create=not read_only, read_only=read_only,
-        enable_async_checkpointing=use_async and not read_only)
+        max_to_keep=keep if keep > 0 and not read_only else None, save_interval_steps=0 if read_only else 1,
+        create=not read_only, read_only=read_only, enable_async_checkpointing=use_async and not read_only)
     self._manager = ocp.CheckpointManager(self.directory, item_names=("state", "data"), options=options)
 
   def all_steps(self) -> list[int]:

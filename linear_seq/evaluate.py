@@ -64,21 +64,23 @@ def restore(workdir: str, step: Optional[int] = None,
             config_overrides: Optional[Mapping[str, Any]] = None) -> Restored:
   """The workdir's config (+ overrides, e.g. {'eval.seq_len': 512}) and its checkpoint (latest or `step`),
   restored onto the current devices."""
-  if not os.path.isdir(checkpoint.checkpoint_dir(workdir)) or not checkpoint.Checkpointer(
-      workdir, read_only=True).all_steps():
+  ckpt = checkpoint.Checkpointer(workdir, read_only=True) if os.path.isdir(
+      checkpoint.checkpoint_dir(workdir)) else None
+  if ckpt is None or not ckpt.all_steps():
+    if ckpt is not None:
+      ckpt.close()
     raise checkpoint.CheckpointError(f"no checkpoints in {workdir!r}: nothing has been trained there yet "
                                      "(python -m linear_seq.main --config=... --workdir=...)")
-  config = config_lib.load_config(workdir)
-  if config_overrides:
-    try:
-      config = config_lib.apply_overrides(config, config_overrides)
-    except ValueError as e:
-      raise train.ConfigError(str(e)) from e
-  info = train.check_config(config)
-  mesh = sharding.make_mesh()
-  static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
-  ckpt = checkpoint.Checkpointer(workdir, read_only=True)
   try:
+    config = config_lib.load_config(workdir)
+    if config_overrides:
+      try:
+        config = config_lib.apply_overrides(config, config_overrides)
+      except ValueError as e:
+        raise train.ConfigError(str(e)) from e
+    info = train.check_config(config)
+    mesh = sharding.make_mesh()
+    static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
     step, state, _ = ckpt.restore(checkpoint.abstract_like(abstract, shardings), step=step)
   finally:
     ckpt.close()
@@ -100,7 +102,8 @@ def evaluate_restored(workdir: str, r: Restored, *, split: str = "validation",
   lm = steps.merge(r.static, r.state)
   out: dict[str, Any] = {"step": int(r.step), "split": split, **result,
                          "num_params": steps.num_params(r.state), "state_size": int(lm.state_size(seq_len)),
-                         "eval_seq_len": seq_len, "dataset": r.config.data.dataset, "mixer": r.config.model.mixer}
+                         "eval_seq_len": seq_len, "dataset": r.config.data.dataset,
+                         "mixer": ",".join(train.layer_mixer_names(r.config.model))}
   out.update(_training_speed(workdir, r.step))
   return out
 

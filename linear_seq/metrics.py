@@ -18,13 +18,16 @@ METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 
 
+_QUIET_LIBRARIES = ("orbax", "jax", "jaxlib", "grain", "tensorflow_datasets")
+
+
 class _LibraryInfoFilter(pylogging.Filter):
-  """Drops INFO (and lower) records logged from inside orbax / jax / grain; warnings and errors pass."""
+  """Drops INFO (and lower) records logged from inside orbax / jax / grain / tfds; warnings and errors pass."""
 
   def filter(self, record: pylogging.LogRecord) -> bool:
     if record.levelno > pylogging.INFO:
       return True
-    return not any(f"{os.sep}{lib}{os.sep}" in record.pathname for lib in ("orbax", "jax", "grain", "jaxlib"))
+    return not any(f"{os.sep}{lib}{os.sep}" in record.pathname for lib in _QUIET_LIBRARIES)
 
 
 def quiet_library_logs() -> None:

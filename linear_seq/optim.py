@@ -69,13 +69,12 @@ def make_optimizer(train: ml_collections.ConfigDict,
   def mask(group):
     return lambda params: jax.tree.map(lambda lab: lab == group, param_labels(params, label_fn))
 
-  parts = []
-  if train.grad_clip > 0:
-    parts.append(optax.clip_by_global_norm(float(train.grad_clip)))
-  parts.append(optax.scale_by_adam(b1=float(train.b1), b2=float(train.b2), eps=1e-8))
-  if train.weight_decay > 0:
-    parts.append(optax.add_decayed_weights(float(train.weight_decay), mask=mask("decay")))
-  if train.ssm_lr_multiplier != 1.0:
-    parts.append(optax.masked(optax.scale(float(train.ssm_lr_multiplier)), mask("ssm")))
-  parts.append(optax.scale_by_learning_rate(make_schedule(train)))
-  return optax.chain(*parts)
+  # Every part is always present (a no-op when disabled), so the optimizer state has the same structure for any
+  # values: a checkpoint restores after changing grad_clip / weight_decay / ssm_lr_multiplier.
+  clip = float(train.grad_clip) if train.grad_clip > 0 else float("inf")
+  return optax.chain(
+      optax.clip_by_global_norm(clip),
+      optax.scale_by_adam(b1=float(train.b1), b2=float(train.b2), eps=1e-8),
+      optax.add_decayed_weights(float(train.weight_decay), mask=mask("decay")),
+      optax.masked(optax.scale(float(train.ssm_lr_multiplier)), mask("ssm")),
+      optax.scale_by_learning_rate(make_schedule(train)))

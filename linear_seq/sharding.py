@@ -72,9 +72,10 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P(DATA_AXIS))
 
 
-def array_spec(shape: tuple, mesh: Mesh, fsdp: bool) -> P:
-  """PartitionSpec of one train-state array: replicated, or FSDP along its largest divisible dimension."""
-  n = data_size(mesh)
+def array_spec(shape: tuple, num_shards: int, fsdp: bool) -> P:
+  """PartitionSpec of one train-state array: replicated, or (fsdp) sharded num_shards ways along its largest
+  dimension that num_shards divides, when it has at least FSDP_MIN_SIZE elements."""
+  n = num_shards
   if not fsdp or n == 1 or int(np.prod(shape, dtype=np.int64)) < FSDP_MIN_SIZE:
     return P()
   dims = [d for d in np.argsort(shape)[::-1] if shape[d] % n == 0]
@@ -87,7 +88,7 @@ def array_spec(shape: tuple, mesh: Mesh, fsdp: bool) -> P:
 
 def state_shardings(tree: Any, mesh: Mesh, fsdp: bool = False) -> Any:
   """NamedShardings for a pytree of arrays or ShapeDtypeStructs (see array_spec)."""
-  return jax.tree.map(lambda x: NamedSharding(mesh, array_spec(tuple(np.shape(x)), mesh, fsdp)), tree)
+  return jax.tree.map(lambda x: NamedSharding(mesh, array_spec(tuple(np.shape(x)), data_size(mesh), fsdp)), tree)
 
 
 def global_batch(local_batch: Mapping[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:

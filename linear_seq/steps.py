@@ -107,7 +107,7 @@ def train_step(state: State, batch: dict[str, jax.Array], static: Static):
   new = {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
          "rest": state["rest"], "opt_state": opt_state}
   new = jax.lax.with_sharding_constraint(new, sharding.state_shardings(new, static.mesh, static.fsdp))
-  return new, {"loss": loss, "grad_norm": optax.global_norm(grads)}
+  return new, {"loss": loss, "grad_norm": optax.tree.norm(grads)}
 
 
 def eval_step(params, rest, batch: dict[str, jax.Array], static: Static) -> dict[str, jax.Array]:

@@ -26,8 +26,9 @@ from linear_seq import optim
 from linear_seq import sharding
 from linear_seq import steps
 
-# Config sections whose change makes a workdir's checkpoints unusable (other changes, e.g. num_steps, are fine).
-_INCOMPATIBLE = ("model.", "seed")
+# Config fields whose change makes a workdir's checkpoints unusable (the model's shapes or the data stream; other
+# changes, e.g. train.num_steps or the learning rate, are fine: the optimizer state has a fixed structure).
+_INCOMPATIBLE = ("model.", "seed", "data.dataset", "data.vocab_size")
 
 
 class ConfigError(ValueError):
@@ -103,52 +104,57 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   num_steps = int(config.train.num_steps)
   n_params = steps.num_params(state)
-  logging.info("%d parameters, %d devices, %s steps %d..%d", n_params, mesh.size, config.model.mixer,
-               start + 1, num_steps)
+  if start < num_steps:
+    logging.info("%s: %d parameters, %d devices, steps %d..%d", ",".join(layer_mixer_names(config.model)),
+                 n_params, mesh.size, start + 1, num_steps)
   writer = metrics_lib.MetricsWriter(workdir, start_step=start, total_steps=num_steps, enabled=is_primary)
   schedule = optim.make_schedule(config.train)
   tokens_per_step = int(config.data.batch_size) * int(config.data.seq_len)
   final: dict[str, Any] = {"step": start, "num_params": n_params}
-  wall_base = float(_last_logged(workdir).get("wall_time", 0.0)) if start else 0.0  # (after the truncation)
+  wall_base = float(_last_logged(workdir).get("wall_time", 0.0)) if start else 0.0  # (read after the truncation)
   t0 = time.perf_counter()
   pending: list[tuple[int, jax.Array]] = []  # (step, loss) not yet checked on the host
-  last_log_step, last_log_time, last_good = start, time.perf_counter(), ckpt.latest_step()
+  interval: list[float] = []  # checked losses since the last train line
+  last_log_step, last_log_time, paused = start, t0, 0.0  # paused: eval/checkpoint seconds in the interval
+  last_good = ckpt.latest_step()
   try:
     for step in range(start + 1, num_steps + 1):
       state = _maybe_redraw(state, static, shardings, config, step)
       batch = sharding.global_batch(next(train_it), mesh)
       state, out = steps.train_step_jit(state, batch, static=static)
       pending.append((step, out["loss"]))
+      writer.advance(step)
       is_last = step == num_steps
       log = step % config.train.log_every == 0 or is_last
       do_eval = step % config.train.eval_every == 0 or is_last
       save = step % config.train.checkpoint_every == 0 or is_last
       if not (log or do_eval or save):
         continue
-      losses = _check_finite(pending, last_good, ckpt.directory)
+      interval += _check_finite(pending, last_good, ckpt.directory)
       pending = []
+      final["step"] = step
       if log:
         now = time.perf_counter()
-        train = {"train_loss": float(np.mean(losses)), "learning_rate": float(schedule(step - 1)),
-                 "grad_norm": float(out["grad_norm"]),
-                 "tokens_per_sec": tokens_per_step * (step - last_log_step) / max(now - last_log_time, 1e-9),
-                 "wall_time": wall_base + now - t0}
-        writer.write(step, train)
-        final.update(train)
-        last_log_step, last_log_time = step, now
+        seconds = max(now - last_log_time - paused, 1e-9)
+        line = {"train_loss": float(np.mean(interval)), "learning_rate": float(schedule(step - 1)),
+                "grad_norm": float(out["grad_norm"]),
+                "tokens_per_sec": tokens_per_step * (step - last_log_step) / seconds,
+                "wall_time": wall_base + now - t0}
+        writer.write(step, line)
+        final.update(line)
+        interval, last_log_step, last_log_time, paused = [], step, now, 0.0
+      tic = time.perf_counter()
       if do_eval:
         result = eval_lib.run_eval(state, static, config, info)
-        ev = {"eval_loss": result["eval_loss"]}
-        ev.update({"bits_per_byte": result["bits_per_byte"]} if "bits_per_byte" in result
-                  else {"eval_accuracy": result["accuracy"]})
-        writer.write(step, ev)
-        final.update(ev)
-        last_log_time = time.perf_counter()  # eval time is not training throughput
+        line = {"eval_loss": result["eval_loss"]}
+        line.update({"bits_per_byte": result["bits_per_byte"]} if "bits_per_byte" in result
+                    else {"eval_accuracy": result["accuracy"]})
+        writer.write(step, line)
+        final.update(line)
       if save:
         ckpt.save(step, state, train_it.get_state())
         last_good = step
-      writer.advance(step)
-      final["step"] = step
+      paused += time.perf_counter() - tic  # evaluation and saving are not training throughput
   finally:
     writer.close()
     ckpt.close()

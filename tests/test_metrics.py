@@ -51,3 +51,15 @@ def test_disabled_writer_writes_nothing(tmp_path):
   w.write(1, {"train_loss": 1.0})
   w.close()
   assert not os.path.exists(tmp_path / "w")
+
+
+def test_library_info_logs_are_filtered():
+  import logging as pylogging
+  metrics.quiet_library_logs()
+  metrics.quiet_library_logs()  # idempotent
+  filters = [f for f in metrics.logging.get_absl_handler().filters if isinstance(f, metrics._LibraryInfoFilter)]
+  assert len(filters) == 1
+  record = lambda level, path: pylogging.LogRecord("absl", level, path, 1, "msg", None, None)
+  assert not filters[0].filter(record(pylogging.INFO, "/site-packages/orbax/checkpoint/x.py"))
+  assert filters[0].filter(record(pylogging.WARNING, "/site-packages/orbax/checkpoint/x.py"))
+  assert filters[0].filter(record(pylogging.INFO, "/work/linear_seq/train.py"))

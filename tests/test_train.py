@@ -3,6 +3,7 @@ import json
 import os
 import shutil
 
+import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
@@ -145,3 +146,16 @@ def test_evaluate_empty_workdir_and_corrupt_checkpoint(straight, tmp_path):
     evaluate.evaluate(workdir, step=4)
   assert evaluate.evaluate(workdir)["step"] == 2  # latest unreadable: falls back (with a warning)
   assert json.load(open(os.path.join(workdir, "config.json")))["data"]["dataset"] == "mqar"
+
+
+def test_random_features_are_checkpointed_and_redrawn_in_bfloat16(tmp_path):
+  """favor's projection (non-trainable state) is saved with the params and redrawn before step 3
+  (redraw_every=2); bfloat16 compute keeps float32 params."""
+  config = mqar(**{"model.mixer": "linear", "model.feature_map": "favor", "model.num_features": 8,
+                   "model.redraw_every": 2, "model.dtype": "bfloat16"})
+  final = train.train_and_evaluate(config, str(tmp_path))
+  assert np.isfinite(final["train_loss"]) and np.isfinite(final["eval_loss"])
+  at2, at4 = (evaluate.restore(str(tmp_path), step=s).state for s in (2, 4))
+  projections = lambda state: [np.asarray(x) for x in jax.tree.leaves(state["rest"])]
+  assert projections(at2) and all(p.dtype == np.float32 for p in jax.tree.leaves(at4["params"]))
+  assert all(not np.array_equal(a, b) for a, b in zip(projections(at2), projections(at4)))
