@@ -10,6 +10,17 @@ b_t = Σ_{l≤t} g_l (prefix), r_s = Σ_{l>s} g_l (suffix), Γ = Σ_l g_l, D_ts 
 The state is passed between chunks by a lax.scan over N (cheap: K×V per step); everything else
 is batched matmuls over all chunks at once. O(T·C·K + T·K·V), no T×T and no T·C·K·V tensor.
 
+Layout and memory (what makes it fast on CPU). Chunked tensors are [N, B, H, C, ·], made by one
+transpose per input: the chunk axis leads, so the per-chunk K×V terms, the scan over chunks and the
+states it emits need no further layout copies. A long sequence is cut into groups of about
+GROUP_TOKENS tokens (whole chunks) that an outer lax.scan runs one after another, carrying the
+state; its body is rematerialized (jax.checkpoint) in the backward pass. So the intermediates
+(≈ 30 T·K floats fwd+bwd for vector gates) live for one group at a time and are reused from group
+to group instead of being freshly allocated, page-faulted and pushed through memory for the whole
+sequence: measured at T=8192 on 2 CPU cores, forward+backward ~1.15-1.3× faster ungated and
+~1.45× faster vector-gated than one pass over all chunks, despite recomputing each group's forward
+(at T=2048 the ungated form is ~15% slower than one pass would be: its data fit in cache there).
+
 Exactness. Every exponent is a sum of log decays over exactly its range, accumulated by a cumsum
 or a 0/1 matmul from inside the chunk: never a difference of two cumulative sums (b_t − b_s
 loses ~eps·|b| absolute, and |b| reaches C·20 under strong gates or 1e4 after a reset), and never
@@ -29,6 +40,7 @@ two for vector gates. The diagonal is q_t·k_t (D_tt = 0).
 """
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -36,6 +48,11 @@ from jax import lax
 from linear_seq.ops import parallel as parallel_lib
 
 _HI = lax.Precision.HIGHEST   # the 0/1 matmuls that sum log decays must not drop to bf16/TF32
+
+# Tokens per group of the outer scan (rounded to whole chunks). Measured fwd+bwd at T=8192, C=64,
+# B=1, H=4, K=V=64 on 2 CPU cores: 256-1024 are all close; 128 is slower for vector gates (more
+# loop steps), 2048 and no grouping are slower (memory traffic and page faults).
+GROUP_TOKENS = 512
 
 
 def _range_sum_matrix(n: int) -> np.ndarray:
@@ -64,9 +81,17 @@ def _prefix_suffix(g_XnK):
 
 
 def _to_chunks(x_BTHD, N: int, C: int):
+  """[B, T, H, D] -> [N, B, H, C, D], zero-padded to N·C tokens."""
   B, T, H, D = x_BTHD.shape
-  x = jnp.pad(x_BTHD, ((0, 0), (0, N * C - T), (0, 0), (0, 0)))
-  return x.reshape(B, N, C, H, D).transpose(0, 3, 1, 2, 4)   # [B, H, N, C, D]
+  if N * C != T:
+    x_BTHD = jnp.pad(x_BTHD, ((0, 0), (0, N * C - T), (0, 0), (0, 0)))
+  return x_BTHD.reshape(B, N, C, H, D).transpose(1, 0, 3, 2, 4)
+
+
+def _from_chunks(x_NBHCD, T: int):
+  """[N, B, H, C, D] -> [B, T, H, D] (drops the padding)."""
+  N, B, H, C, D = x_NBHCD.shape
+  return x_NBHCD.transpose(1, 0, 3, 2, 4).reshape(B, N * C, H, D)[:, :T]
 
 
 def _intra_vector(q_XCK, k_XCK, g_XCK):
@@ -109,45 +134,76 @@ def _intra_vector(q_XCK, k_XCK, g_XCK):
   return a.reshape(*lead, C, C), pre, suf, tot.reshape(*lead, K)
 
 
-def chunk(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, chunk_size: int):
-  """Chunkwise form (float32 in, scale in q, g clamped finite). g: None, [B,T,H,1] or [B,T,H,K]."""
+def _chunk_group(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, C: int, vector: bool):
+  """The chunkwise form over one group of tokens (all its chunks at once); returns (o, S_last)."""
   B, T, H, K = q_BTHK.shape
   V = v_BTHV.shape[-1]
-  vector = g_BTHk is not None and g_BTHk.shape[-1] > 1
-  C = max(1, min(chunk_size, T))
-  if vector:   # binary splitting needs a power of two
-    C = 1 << (C - 1).bit_length()
   N = math.ceil(T / C)
-  q, k, v = (_to_chunks(x, N, C) for x in (q_BTHK, k_BTHK, v_BTHV))   # [B, H, N, C, ·]
+  q, k, v = (_to_chunks(x, N, C) for x in (q_BTHK, k_BTHK, v_BTHV))   # [N, B, H, C, ·]
   causal = np.tril(np.ones((C, C), bool))
 
   if g_BTHk is None:
-    a = jnp.where(causal, jnp.einsum("bhnck,bhnsk->bhncs", q, k), 0.0)
+    a = jnp.where(causal, jnp.einsum("nbhck,nbhsk->nbhcs", q, k), 0.0)
     q_in, k_out, decay = q, k, None
   else:
-    g = _to_chunks(g_BTHk, N, C)                  # [B, H, N, C, 1 or K]
+    g = _to_chunks(g_BTHk, N, C)                  # [N, B, H, C, 1 or K]
     if vector:
       a, prefix, suffix, total = _intra_vector(q, k, g)
     else:
       prefix, suffix = _prefix_suffix(g)
       total = prefix[..., -1, :]
-      w = jnp.exp(_pair_sums(g)[..., 0])           # [B, H, N, C, C], 0 above the diagonal
-      a = jnp.einsum("bhnck,bhnsk->bhncs", q, k) * w
+      w = jnp.exp(_pair_sums(g)[..., 0])           # [N, B, H, C, C], 0 above the diagonal
+      a = jnp.einsum("nbhck,nbhsk->nbhcs", q, k) * w
     q_in, k_out = q * jnp.exp(prefix), k * jnp.exp(suffix)
-    decay = jnp.exp(total)                        # e^{Γ}: [B, H, N, 1 or K]
-  o = jnp.einsum("bhncs,bhnsv->bhncv", a, v)
+    decay = jnp.exp(total)                        # e^{Γ}: [N, B, H, 1 or K]
+  o = jnp.einsum("nbhcs,nbhsv->nbhcv", a, v)
 
   # Inter-chunk: S_{n+1} = diag(e^Γ_n) S_n + U_n by a scan over chunks; keep each S_n.
-  u_NBHKV = jnp.einsum("bhnck,bhncv->nbhkv", k_out, v)
+  u_NBHKV = jnp.einsum("nbhck,nbhcv->nbhkv", k_out, v)
   s = jnp.zeros((B, H, K, V), q_BTHK.dtype) if s0_BHKV is None else s0_BHKV
-  xs = (u_NBHKV, None if decay is None else jnp.moveaxis(decay, 2, 0))
 
   def step(s_BHKV, x):
     u_BHKV, a_BHk = x
     nxt = s_BHKV + u_BHKV if a_BHk is None else a_BHk[..., None] * s_BHKV + u_BHKV
     return nxt, s_BHKV
 
-  s, s_in_NBHKV = lax.scan(step, s, xs)
-  o = o + jnp.einsum("bhnck,nbhkv->bhncv", q_in, s_in_NBHKV)
-  o_BTHV = o.transpose(0, 2, 3, 1, 4).reshape(B, N * C, H, V)[:, :T]
-  return o_BTHV, s
+  s, s_in_NBHKV = lax.scan(step, s, (u_NBHKV, decay))
+  o = o + jnp.einsum("nbhck,nbhkv->nbhcv", q_in, s_in_NBHKV)
+  return _from_chunks(o, T), s
+
+
+def chunk(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, chunk_size: int):
+  """Chunkwise form (float32 in, scale in q, g clamped finite). g: None, [B,T,H,1] or [B,T,H,K].
+
+  Sequences longer than two groups run group by group (GROUP_TOKENS, whole chunks) in a
+  rematerialized lax.scan that carries the state; shorter ones in one pass.
+  """
+  B, T, H, K = q_BTHK.shape
+  V = v_BTHV.shape[-1]
+  vector = g_BTHk is not None and g_BTHk.shape[-1] > 1
+  C = max(1, min(chunk_size, T))
+  if vector:   # binary splitting needs a power of two
+    C = 1 << (C - 1).bit_length()
+  G = math.ceil(T / max(GROUP_TOKENS, C))
+  if G < 2:
+    return _chunk_group(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, C, vector)
+
+  # G groups of L tokens (whole chunks), padded like the chunks: q = k = v = 0, log α = 0.
+  L = math.ceil(math.ceil(T / G) / C) * C
+
+  def groups(x_BTD):   # [B, T, ...] -> [G, B, L, ...]
+    if G * L != T:
+      x_BTD = jnp.pad(x_BTD, [(0, 0), (0, G * L - T)] + [(0, 0)] * (x_BTD.ndim - 2))
+    return x_BTD.reshape(B, G, L, *x_BTD.shape[2:]).swapaxes(0, 1)
+
+  xs = tuple(groups(x) for x in (q_BTHK, k_BTHK, v_BTHV))
+  xs += (None if g_BTHk is None else groups(g_BTHk),)
+
+  @jax.checkpoint
+  def body(s_BHKV, x):
+    o_BLHV, s_BHKV = _chunk_group(*x[:3], x[3], s_BHKV, C, vector)
+    return s_BHKV, o_BLHV
+
+  s = jnp.zeros((B, H, K, V), q_BTHK.dtype) if s0_BHKV is None else s0_BHKV
+  s, o_GBLHV = lax.scan(body, s, xs)
+  return o_GBLHV.swapaxes(0, 1).reshape(B, G * L, H, V)[:, :T], s
