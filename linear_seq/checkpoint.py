@@ -58,8 +58,9 @@ class Checkpointer:
     """Restores (step, state, data_state). `target`: abstract state (ShapeDtypeStructs with shardings).
 
     step=None takes the latest checkpoint; when it is unreadable, older ones are tried with a warning (with
-    quarantine=True the unreadable directory is renamed to '<step>.corrupt' so training can write that step
-    again). An explicit step that is missing or unreadable raises CheckpointError.
+    quarantine=True, once an older one restores, the unreadable newer directories are renamed to
+    '<step>.corrupt' so training can write those steps again; when none restores nothing is moved, so a rerun
+    cannot silently start from scratch). An explicit step that is missing or unreadable raises CheckpointError.
     """
     self.wait()
     steps = self.all_steps()
@@ -69,7 +70,7 @@ class Checkpointer:
       raise CheckpointError(f"no checkpoint for step {step} in {self.directory}; available steps: "
                             f"{', '.join(map(str, steps))}")
     candidates = [step] if step is not None else steps[::-1]
-    errors, moved = [], False
+    errors, unreadable = [], []
     for s in candidates:
       try:
         out = self._manager.restore(s, args=ocp.args.Composite(
@@ -81,18 +82,16 @@ class Checkpointer:
         if step is not None:
           raise CheckpointError(message) from e
         logging.warning("%s; falling back to an older checkpoint", message)
-        if quarantine and jax.process_index() == 0:
-          shutil.move(path, path + ".corrupt")
-          moved = True
-          logging.warning("moved %s to %s.corrupt", path, path)
+        unreadable.append(path)
         continue
-      if moved:
+      if quarantine and unreadable and jax.process_index() == 0:
+        for path in unreadable:
+          shutil.move(path, path + ".corrupt")
+          logging.warning("moved %s to %s.corrupt", path, path)
         self._manager.reload()
       if s != candidates[0]:
         logging.warning("restored the older checkpoint of step %d instead of step %d", s, candidates[0])
       return s, out["state"], dict(out["data"] or {})
-    if quarantine:
-      self._manager.reload()
     raise CheckpointError("no readable checkpoint in " + self.directory + ":\n  " + "\n  ".join(errors))
 
   def reload(self) -> None:

@@ -41,14 +41,16 @@ def layer_mixer_names(model: ml_collections.ConfigDict) -> list[str]:
 
 
 def check_config(config: ml_collections.ConfigDict):
-  """Fails fast, before any compile: unknown dataset / mixer / feature map (listing the valid names), batch
-  sizes that do not split over the devices. Returns the dataset info."""
+  """Fails fast, before any compile: unknown dataset / mixer / feature map (listing the valid names), model or
+  optimizer values that cannot work (ModelConfig's and optim's checks). Returns the dataset info."""
   try:
     info = data.dataset_info(config.data)
     for name in layer_mixer_names(config.model):
       mixers.get(name)
     if "linear" in layer_mixer_names(config.model):
       ops.feature_map(config.model.feature_map)
+    steps.model_config(config, info.vocab_size)
+    steps.make_optimizer(config.train)
   except (KeyError, ValueError) as e:
     raise ConfigError(str(e).strip("'\"")) from e
   if config.train.num_steps < 0 or min(config.train.log_every, config.train.eval_every,
@@ -144,6 +146,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         final.update(line)
         interval, last_log_step, last_log_time, paused = [], step, now, 0.0
       tic = time.perf_counter()
+      if save:  # before the evaluation, so a failing evaluation cannot lose the steps since the last save
+        ckpt.save(step, state, train_it.get_state())
+        last_good = step
       if do_eval:
         result = eval_lib.run_eval(state, static, config, info)
         line = {"eval_loss": result["eval_loss"]}
@@ -151,9 +156,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                     else {"eval_accuracy": result["accuracy"]})
         writer.write(step, line)
         final.update(line)
-      if save:
-        ckpt.save(step, state, train_it.get_state())
-        last_good = step
       paused += time.perf_counter() - tic  # evaluation and saving are not training throughput
   finally:
     writer.close()

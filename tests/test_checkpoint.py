@@ -70,6 +70,10 @@ def test_all_corrupt_or_missing(saved, tmp_path):
     shutil.rmtree(os.path.join(workdir, "checkpoints", str(step), "state"))
   with pytest.raises(checkpoint.CheckpointError, match="no readable checkpoint in"):
     ckpt.restore(target())
+  # Nothing restores: nothing is quarantined, so rerunning training cannot start a fresh model there.
+  with pytest.raises(checkpoint.CheckpointError, match="no readable checkpoint in"):
+    ckpt.restore(target(), quarantine=True)
+  assert ckpt.all_steps() == [2, 3] and not glob.glob(os.path.join(workdir, "checkpoints", "*.corrupt"))
   ckpt.close()
   with pytest.raises(checkpoint.CheckpointError, match="no checkpoints in"):
     checkpoint.Checkpointer(str(tmp_path / "empty"), read_only=True)

@@ -92,6 +92,15 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
   assert os.listdir(tmp_path / "checkpoints") == ["2"]
 
 
+def test_failing_evaluation_keeps_the_checkpoint_of_its_step(tmp_path, monkeypatch):
+  def fail(*args, **kwargs):
+    raise MemoryError("eval does not fit")
+  monkeypatch.setattr(train.eval_lib, "run_eval", fail)
+  with pytest.raises(MemoryError):
+    train.train_and_evaluate(mqar(), str(tmp_path))
+  assert os.listdir(tmp_path / "checkpoints") == ["2"]
+
+
 @pytest.mark.parametrize("field, value, message", [
     ("model.mixer", "mamba", "unknown mixer 'mamba'; valid: softmax, linear, retention, gla, s4"),
     ("model.layer_mixers", "gla,attn", "unknown mixer 'attn'; valid: softmax"),
@@ -101,6 +110,17 @@ def test_unknown_names_fail_before_training(tmp_path, field, value, message):
   with pytest.raises(train.ConfigError, match=message):
     train.train_and_evaluate(mqar(**{field: value}), str(tmp_path))
   assert not os.path.exists(tmp_path / "checkpoints")
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("model.d_model", 15, "model.d_model=15 must divide by model.num_heads"),
+    ("train.learning_rate", 0.0, "train.learning_rate must be > 0"),
+    ("train.log_every", 0, "train.num_steps must be >= 0 and train.log_every"),
+])
+def test_bad_values_are_config_errors(tmp_path, field, value, message):
+  """ConfigError (which main reports as one line), not a traceback from deep inside setup."""
+  with pytest.raises(train.ConfigError, match=message):
+    train.train_and_evaluate(mqar(**{field: value}), str(tmp_path))
 
 
 def test_unknown_feature_map_fails_before_training(tmp_path):
