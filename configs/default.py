@@ -73,16 +73,16 @@ def model_config() -> ml_collections.ConfigDict:
   m.s4_init = "lin"
   # s4: discretization zoh | bilinear.
   m.discretization = "zoh"
-  # s4: range of the learned step size dt at init.
+  # s4: smallest learned step size dt at init (log-uniform between dt_min and dt_max).
   m.dt_min = 1e-3
+  # s4: largest learned step size dt at init.
   m.dt_max = 1e-1
   return m
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
   """arg: 'mixer=NAME' (every layer's mixer), 'tiny=True' (a seconds-long smoke test)."""
-  opts = config_lib.parse_arg(arg)
-  config_lib.check_options(opts, OPTIONS)
+  opts = config_lib.parse_options(arg, OPTIONS)
   c = ml_collections.ConfigDict()
   # Random seed for parameters and data order.
   c.seed = 0
@@ -123,8 +123,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.train.end_lr_fraction = 0.1
   # AdamW weight decay (not applied to norms, biases, gate biases, the SSM's A and log dt).
   c.train.weight_decay = 0.1
-  # AdamW betas.
+  # AdamW beta1: decay of the first-moment (momentum) average.
   c.train.b1 = 0.9
+  # AdamW beta2: decay of the second-moment average.
   c.train.b2 = 0.98
   # Global gradient-norm clipping.
   c.train.grad_clip = 1.0

@@ -16,8 +16,7 @@ OPTIONS = ("mixer", "tiny")  # get_config options
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
-  opts = config_lib.parse_arg(arg)
-  config_lib.check_options(opts, OPTIONS)
+  opts = config_lib.parse_options(arg, OPTIONS)
   c = config_lib.load_sibling(__file__, "default").get_config("")
   c.data.dataset = "mqar"
   c.data.vocab_size = 1024

@@ -41,6 +41,13 @@ def check_options(opts: Mapping[str, Any], valid: Iterable[str]) -> None:
     raise ValueError(f"unknown config option(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
 
 
+def parse_options(arg: str, valid: Iterable[str]) -> dict:
+  """A config file's `get_config(arg)` options: parse_arg(arg), then check_options against `valid`."""
+  opts = parse_arg(arg)
+  check_options(opts, valid)
+  return opts
+
+
 def load_sibling(config_file: str, name: str):
   """Imports configs/<name>.py from the folder of `config_file` (config files are loaded by path, so they are
   not a package; this is how configs/mqar.py builds on configs/default.py)."""
@@ -126,15 +133,18 @@ def cast_like(old, value, key: str = "value"):
   return value
 
 
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+  """{'model': {'mixer': 'gla'}} -> {'model.mixer': 'gla'} (nested dicts to dotted keys)."""
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, Mapping):
+      out.update(flatten(v, f"{prefix}{k}."))
+    else:
+      out[f"{prefix}{k}"] = v
+  return out
+
+
 def diff(a: ml_collections.ConfigDict, b: ml_collections.ConfigDict) -> list[str]:
   """Dotted keys whose values differ between two configs."""
-  def flat(d, prefix=""):
-    out = {}
-    for k, v in d.items():
-      if isinstance(v, dict):
-        out.update(flat(v, f"{prefix}{k}."))
-      else:
-        out[f"{prefix}{k}"] = v
-    return out
-  fa, fb = flat(to_dict(a)), flat(to_dict(b))
+  fa, fb = flatten(to_dict(a)), flatten(to_dict(b))
   return sorted(k for k in set(fa) | set(fb) if fa.get(k, object()) != fb.get(k, object()))

@@ -1,4 +1,4 @@
-"""Evaluates a workdir's checkpoint with its saved config; writes and prints DIR/eval.json.
+"""Evaluates a workdir's checkpoint with its saved config; writes and prints DIR/eval.json (process 0 only).
 
   python -m linear_seq.evaluate --workdir=runs/default [--step=S] [--generate=200 --prompt='ROMEO:'] \
       [--config.eval.seq_len=1024 --output=runs/default/eval_1024.json] [--position_loss]
@@ -156,26 +156,31 @@ def _parse_flags(argv: list[str]) -> list[str]:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  sharding.maybe_initialize_distributed()  # before any other JAX call
   metrics_lib.quiet_library_logs()
   workdir = FLAGS.workdir
   try:
     restored = restore(workdir, FLAGS.step, _OVERRIDES)
   except (checkpoint.CheckpointError, train.ConfigError, FileNotFoundError) as e:
     sys.exit(f"error: {e}")
+  # Every process computes (the arrays are global); only process 0 writes and prints.
+  is_primary = jax.process_index() == 0
   result = evaluate_restored(workdir, restored, split=FLAGS.split, position_loss=FLAGS.position_loss)
   positions = result.pop("position_loss", None)
-  if positions is not None:
-    with open(os.path.join(workdir, POSITION_LOSS_FILE), "w") as f:
-      json.dump({"step": result["step"], "position": list(range(1, len(positions) + 1)),
-                 "position_loss": positions}, f)
-  output = FLAGS.output or os.path.join(workdir, EVAL_FILE)
-  with open(output, "w") as f:
-    json.dump(result, f, indent=2)
-    f.write("\n")
-  print(json.dumps(result, indent=2))
+  if is_primary:
+    if positions is not None:
+      with open(os.path.join(workdir, POSITION_LOSS_FILE), "w") as f:
+        json.dump({"step": result["step"], "position": list(range(1, len(positions) + 1)),
+                   "position_loss": positions}, f)
+    output = FLAGS.output or os.path.join(workdir, EVAL_FILE)
+    with open(output, "w") as f:
+      json.dump(result, f, indent=2)
+      f.write("\n")
+    print(json.dumps(result, indent=2))
   if FLAGS.generate > 0:
     text = sample(restored, FLAGS.generate, prompt=FLAGS.prompt, temperature=FLAGS.temperature, seed=FLAGS.seed)
-    print(f"--- sample ({FLAGS.generate} tokens, temperature {FLAGS.temperature}) ---\n{text}")
+    if is_primary:
+      print(f"--- sample ({FLAGS.generate} tokens, temperature {FLAGS.temperature}) ---\n{text}")
 
 
 if __name__ == "__main__":

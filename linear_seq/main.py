@@ -1,5 +1,7 @@
 """Trains a model from a config file; resumes from the workdir's latest checkpoint automatically.
 
+Config errors (also an evaluation that cannot run), checkpoint errors and a non-finite loss exit 1 with one line.
+
   python -m linear_seq.main --config=configs/default.py[:mixer=gla,tiny=True] --workdir=runs/default \
       [--config.model.mixer=retention --config.train.num_steps=100 ...]
 """

@@ -15,6 +15,8 @@ import platform
 import statistics
 from typing import Any, Iterable, Sequence
 
+from linear_seq import config_lib
+
 # Table columns (eval.json / derived keys) in display order, with their headers.
 METRIC_COLUMNS = {
     "num_params": "params",
@@ -59,17 +61,6 @@ def read_metrics(workdir: str) -> list[dict[str, Any]]:
   return out
 
 
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-  """{'model': {'mixer': 'gla'}} -> {'model.mixer': 'gla'}."""
-  out = {}
-  for k, v in d.items():
-    if isinstance(v, dict):
-      out.update(flatten(v, f"{prefix}{k}."))
-    else:
-      out[f"{prefix}{k}"] = v
-  return out
-
-
 def collect_point(workdir: str, overrides: dict[str, Any], name: str, status: str = "",
                   extra_files: Sequence[str] = ()) -> dict[str, Any]:
   """One result row: overrides, eval.json's scalars, tokens/s, wall time, status; '_config'/'_metrics' attached."""
@@ -98,7 +89,7 @@ def collect_point(workdir: str, overrides: dict[str, Any], name: str, status: st
   else:
     row["status"] = "no eval.json"
   row["_overrides"] = dict(overrides)
-  row["_config"] = flatten(config)
+  row["_config"] = config_lib.flatten(config)
   row["_metrics"] = metrics
   row["_workdir"] = workdir
   return row

@@ -2,8 +2,8 @@
 
 A workdir holds config.json, metrics.jsonl, tensorboard/ and checkpoints/<step>/. Starting in a workdir with
 checkpoints resumes from the latest one (train state and data iterator), so N steps + restart + N steps
-gives the same losses as 2N steps straight. A non-finite loss stops the run naming the step; nothing after
-the last finite step is saved.
+gives the same losses as 2N steps straight. A non-finite loss or gradient norm stops the run naming the step;
+nothing after the last finite step is saved. An evaluation that cannot run raises ConfigError.
 """
 import time
 from typing import Any, Optional
@@ -28,11 +28,12 @@ from linear_seq import steps
 
 # Config fields whose change makes a workdir's checkpoints unusable (the model's shapes or the data stream; other
 # changes, e.g. train.num_steps or the learning rate, are fine: the optimizer state has a fixed structure).
-_INCOMPATIBLE = ("model.", "seed", "data.dataset", "data.vocab_size")
+_INCOMPATIBLE = ("model.", "seed", "data.dataset", "data.path", "data.vocab_size")
 
 
 class ConfigError(ValueError):
-  """A config that cannot run (unknown names, bad sizes, a workdir trained with another model)."""
+  """A config that cannot run (unknown names, bad sizes, a workdir trained with another model or data, an
+  evaluation that finds no data)."""
 
 
 def layer_mixer_names(model: ml_collections.ConfigDict) -> list[str]:
@@ -67,7 +68,7 @@ def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> No
   changed = config_lib.diff(saved, config)
   bad = [k for k in changed if k.startswith(_INCOMPATIBLE)]
   if bad:
-    raise ConfigError(f"{workdir} holds checkpoints of a different model: {', '.join(bad)} changed "
+    raise ConfigError(f"{workdir} holds checkpoints of a different model or data: {', '.join(bad)} changed "
                       f"(e.g. {bad[0]}: saved {_get(saved, bad[0])!r}, now {_get(config, bad[0])!r}); "
                       "use a new --workdir or the saved values")
   if changed:
@@ -115,7 +116,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   final: dict[str, Any] = {"step": start, "num_params": n_params}
   wall_base = float(_last_logged(workdir).get("wall_time", 0.0)) if start else 0.0  # (read after the truncation)
   t0 = time.perf_counter()
-  pending: list[tuple[int, jax.Array]] = []  # (step, loss) not yet checked on the host
+  pending: list[tuple[int, jax.Array, jax.Array]] = []  # (step, loss, grad norm) not yet checked on the host
   interval: list[float] = []  # checked losses since the last train line
   last_log_step, last_log_time, paused = start, t0, 0.0  # paused: eval/checkpoint seconds in the interval
   last_good = ckpt.latest_step()
@@ -124,7 +125,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       state = _maybe_redraw(state, static, shardings, config, step)
       batch = sharding.global_batch(next(train_it), mesh)
       state, out = steps.train_step_jit(state, batch, static=static)
-      pending.append((step, out["loss"]))
+      pending.append((step, out["loss"], out["grad_norm"]))
       writer.advance(step)
       is_last = step == num_steps
       log = step % config.train.log_every == 0 or is_last
@@ -150,7 +151,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         ckpt.save(step, state, train_it.get_state())
         last_good = step
       if do_eval:
-        result = eval_lib.run_eval(state, static, config, info)
+        try:
+          result = eval_lib.run_eval(state, static, config, info)
+        except ValueError as e:  # e.g. a validation split that gives no tokens: a config problem, one line
+          raise ConfigError(f"evaluation at step {step} failed: {e}") from e
         line = {"eval_loss": result["eval_loss"]}
         line.update({"bits_per_byte": result["bits_per_byte"]} if "bits_per_byte" in result
                     else {"eval_accuracy": result["accuracy"]})
@@ -166,16 +170,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   return final
 
 
-def _check_finite(pending: list[tuple[int, jax.Array]], last_good: Optional[int], directory: str) -> list[float]:
-  """Host values of the pending losses; a non-finite one raises FloatingPointError naming its step."""
-  values = [float(v) for v in jax.device_get([v for _, v in pending])]
-  for (step, _), v in zip(pending, values):
-    if not np.isfinite(v):
-      kept = (f"the last good checkpoint is step {last_good} in {directory}" if last_good is not None
-              else "no checkpoint was saved")
-      raise FloatingPointError(f"non-finite training loss ({v}) at step {step}: training stopped; {kept} "
-                               "(try a lower train.learning_rate or more train.warmup_steps)")
-  return values
+def _check_finite(pending: list[tuple[int, jax.Array, jax.Array]], last_good: Optional[int],
+                  directory: str) -> list[float]:
+  """Host values of the pending losses; a non-finite loss or gradient norm (which would poison the params
+  with a finite loss) raises FloatingPointError naming its step."""
+  values = jax.device_get([(loss, norm) for _, loss, norm in pending])
+  for (step, _, _), (loss, norm) in zip(pending, values):
+    for what, v in (("training loss", float(loss)), ("gradient norm", float(norm))):
+      if not np.isfinite(v):
+        kept = (f"the last good checkpoint is step {last_good} in {directory}" if last_good is not None
+                else "no checkpoint was saved")
+        raise FloatingPointError(f"non-finite {what} ({v}) at step {step}: training stopped; {kept} "
+                                 "(try a lower train.learning_rate or more train.warmup_steps)")
+  return [float(loss) for loss, _ in values]
 
 
 def _maybe_redraw(state, static, shardings, config, step: int):

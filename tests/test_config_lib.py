@@ -1,6 +1,7 @@
 """Config files, typed options, config.json round trip and command-line style overrides."""
 import json
 import os
+import re
 
 import ml_collections
 import pytest
@@ -22,6 +23,38 @@ def test_parse_arg_types():
     config_lib.parse_arg("tiny")
 
 
+@pytest.mark.parametrize("arg, valid, expected", [
+    ("mixer=gla,tiny=True", ("mixer", "tiny"), {"mixer": "gla", "tiny": True}),
+    ("", ("tiny",), {}),
+    ("tny=True", ("mixer", "tiny"), "unknown config option.*tny; valid: mixer, tiny"),
+    ("tiny", ("tiny",), "not key=value"),
+])
+def test_parse_options(arg, valid, expected):
+  """parse_arg then check_options: what every config file's get_config(arg) starts with."""
+  if isinstance(expected, dict):
+    assert config_lib.parse_options(arg, valid) == expected
+  else:
+    with pytest.raises(ValueError, match=expected):
+      config_lib.parse_options(arg, valid)
+
+
+def test_flatten():
+  assert config_lib.flatten({"model": {"mixer": "gla", "ssm": {"n": 4}}, "seed": 0}) == {
+      "model.mixer": "gla", "model.ssm.n": 4, "seed": 0}
+  assert config_lib.flatten({}) == {}
+
+
+def test_every_default_config_field_has_its_own_comment():
+  """configs/default.py: one field per line, each with its own comment line directly above it."""
+  with open(os.path.join(CONFIGS, "default.py")) as f:
+    lines = f.read().splitlines()
+  fields = [i for i, line in enumerate(lines) if re.match(r"  [mc](\.\w+)+ = ", line)
+            and not re.search(r"= (ml_collections\.ConfigDict|model_config)\(\)", line)]
+  assert len(fields) == len(config_lib.flatten(load("default").to_dict()))
+  uncommented = [lines[i].strip() for i in fields if not lines[i - 1].lstrip().startswith("#")]
+  assert not uncommented, f"fields without their own comment line: {uncommented}"
+
+
 def test_config_files_options():
   default, mqar = load("default", "mixer=retention,tiny=True"), load("mqar", "mixer=softmax")
   assert default.model.mixer == "retention" and default.train.num_steps <= 10
@@ -32,10 +65,7 @@ def test_config_files_options():
 
 
 def test_string_fields_default_to_empty_not_none():
-  def leaves(d, prefix=""):
-    for k, v in d.items():
-      yield from leaves(v, f"{prefix}{k}.") if isinstance(v, dict) else [(prefix + k, v)]
-  nones = [k for k, v in leaves(load("default").to_dict()) if v is None]
+  nones = [k for k, v in config_lib.flatten(load("default").to_dict()).items() if v is None]
   assert not nones, f"None fields cannot be overridden from the command line: {nones}"
 
 

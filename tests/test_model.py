@@ -45,7 +45,8 @@ BAD_CONFIGS = [
     (dict(mode="fast"), "unknown model.mode 'fast'"),
     (dict(d_model=15), "must divide by model.num_heads"),
     (dict(num_layers=0), "model.num_layers must be a positive integer"),
-    (dict(conv_width=1), "conv_width 0 or >= 2"),
+    (dict(conv_width=1), "conv_width 0 or >= 2, got 2, 1"),
+    (dict(mlp_ratio=-1), "need mlp_ratio >= 0 and conv_width 0 or >= 2, got -1, 0"),
 ]
 
 

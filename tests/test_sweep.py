@@ -146,6 +146,18 @@ def test_errors():
     sweep.load_config_module(STUDY).get_config("tiny=True,widht=3")
 
 
+@pytest.mark.parametrize("source, message", [
+    ("OPTIONS = ()\n", r"config file '.*config.py' defines no get_config\(arg\)"),
+    ("def get_config(arg=''):\n  return None\n\ndef get_sweep(arg=''):\n  return []\n",
+     r"get_sweep\(\) returned no points"),
+])
+def test_config_module_errors(tmp_path, source, message):
+  path = tmp_path / "config.py"
+  path.write_text(source)
+  with pytest.raises(ValueError, match=message):
+    sweep.get_points(sweep.load_config_module(str(path)))
+
+
 def test_plot_errors_and_best_over(tmp_path):
   rows = [{"name": f"p{i}", "status": "ok", "_overrides": {}, "_config": {}, "m": m, "w": w, "lr": lr, "acc": a}
           for i, (m, w, lr, a) in enumerate([("a", 1, 1, 0.2), ("a", 1, 2, 0.6), ("a", 2, 1, 0.9), ("b", 1, 1, 0.1)])]

@@ -2,6 +2,7 @@
 import json
 import os
 import shutil
+import types
 
 import jax
 import jax.numpy as jnp
@@ -11,9 +12,12 @@ import pytest
 
 from linear_seq import checkpoint
 from linear_seq import config_lib
+from linear_seq import eval_lib
 from linear_seq import evaluate
 from linear_seq import metrics
 from linear_seq import optim
+from linear_seq import sharding
+from linear_seq import steps
 from linear_seq import train
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
@@ -71,12 +75,17 @@ def test_exact_resume(straight, tmp_path):
   assert again["step"] == 4 and again["eval_loss"] == final["eval_loss"]
 
 
-def test_resume_with_another_model_is_refused(straight, tmp_path):
+@pytest.mark.parametrize("field, value, message", [
+    ("model.d_model", 32, "model.d_model changed.*saved 16, now 32"),
+    ("data.path", "/other/corpus", "data.path changed.*saved '', now '/other/corpus'"),  # another data stream
+])
+def test_resume_with_another_model_or_data_is_refused(straight, tmp_path, field, value, message):
   workdir, _ = straight
   other = str(tmp_path / "other")
   shutil.copytree(workdir, other)
-  with pytest.raises(train.ConfigError, match=r"different model: model.d_model changed.*saved 16, now 32"):
-    train.train_and_evaluate(mqar(**{"model.d_model": 32}), other)
+  with pytest.raises(train.ConfigError, match=f"different model or data: {message}"):
+    train.train_and_evaluate(mqar(**{field: value}), other)
+  assert sorted(os.listdir(os.path.join(other, "checkpoints"))) == ["2", "4"]
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
@@ -90,6 +99,62 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
                      r"the last good checkpoint is step 2"):
     train.train_and_evaluate(config, str(tmp_path))
   assert os.listdir(tmp_path / "checkpoints") == ["2"]
+
+
+def test_nan_gradient_with_finite_loss_stops_before_saving(tmp_path, monkeypatch):
+  """A term worth 0 whose gradient is NaN (0 * sqrt'(0)), injected through the loss: the loss stays finite, the
+  gradient norm is NaN from step 1 on, so the run stops there and no checkpoint holds the poisoned params."""
+  real = steps.loss_terms
+  def poisoned(logits, batch):
+    terms = real(logits, batch)
+    nll = terms["nll"]
+    return {**terms, "nll": nll + 0.0 * jnp.sqrt(nll - jax.lax.stop_gradient(nll))}
+  monkeypatch.setattr(steps, "loss_terms", poisoned)
+  config = mqar(**{"train.learning_rate": 2.345e-3,  # a fresh optimizer (not memoized): traced with the patch
+                   "train.checkpoint_every": 1})
+  with pytest.raises(FloatingPointError, match=r"non-finite gradient norm \(nan\) at step 1: training stopped; "
+                     r"no checkpoint was saved"):
+    train.train_and_evaluate(config, str(tmp_path))
+  assert not os.listdir(tmp_path / "checkpoints")
+
+
+def test_evaluation_errors_are_config_errors(tmp_path):
+  """An evaluation that cannot run (here: no validation examples) is a ConfigError, which main reports as one
+  line; the checkpoint saved just before it stays."""
+  with pytest.raises(train.ConfigError, match="evaluation at step 2 failed: .*validation split needs a positive"):
+    train.train_and_evaluate(mqar(**{"data.num_eval": 0}), str(tmp_path))
+  assert os.listdir(tmp_path / "checkpoints") == ["2"]
+
+
+def test_no_evaluation_tokens(monkeypatch):
+  config = mqar()
+  monkeypatch.setattr(eval_lib, "make_eval_iterator", lambda config, split: iter(()))
+  static = types.SimpleNamespace(mesh=sharding.make_mesh())
+  with pytest.raises(ValueError, match=r"the validation split of 'mqar' gave no evaluation tokens "
+                     r"\(eval.seq_len=16, eval.batch_size=8\)"):
+    eval_lib.run_eval({}, static, config, None)
+
+
+@pytest.mark.parametrize("process", [0, 1])
+def test_evaluate_main_initializes_distributed_and_writes_only_on_process_0(tmp_path, monkeypatch, capsys, process):
+  calls = []
+  monkeypatch.setattr(evaluate.sharding, "maybe_initialize_distributed", lambda: calls.append("initialize"))
+  monkeypatch.setattr(evaluate, "restore", lambda *args: calls.append("restore"))
+  monkeypatch.setattr(evaluate, "evaluate_restored",
+                      lambda *args, **kwargs: {"step": 2, "eval_loss": 1.5, "position_loss": [1.0, 2.0]})
+  monkeypatch.setattr(evaluate.jax, "process_index", lambda: process)
+  monkeypatch.setattr(evaluate, "FLAGS", types.SimpleNamespace(
+      workdir=str(tmp_path), step=None, split="validation", output="", position_loss=True, generate=0))
+  evaluate.main(["evaluate"])
+  assert calls == ["initialize", "restore"]
+  written = sorted(os.listdir(tmp_path))
+  assert written == (["eval.json", "position_loss.json"] if process == 0 else [])
+  assert ("eval_loss" in capsys.readouterr().out) == (process == 0)
+
+
+def test_evaluate_config_override_needs_a_value():
+  with pytest.raises(SystemExit, match="error: write config overrides as --config.eval.seq_len=VALUE"):
+    evaluate._parse_flags(["evaluate", "--config.eval.seq_len"])
 
 
 def test_failing_evaluation_keeps_the_checkpoint_of_its_step(tmp_path, monkeypatch):

@@ -23,21 +23,15 @@ TEMPERATURES = (1.0, 4.0, 16.0, 64.0)
 MULTI_SCALE = "multi-scale"
 
 
-def _opts(arg: str) -> dict:
-  opts = config_lib.parse_arg(arg)
-  config_lib.check_options(opts, OPTIONS)
-  return opts
-
-
 def get_config(arg: str = ""):
-  opts = _opts(arg)
+  opts = config_lib.parse_options(arg, OPTIONS)
   inner = ",".join(f"{k}={v}" for k, v in opts.items() if k in ("task", "tiny"))
   # The feature-map study's config holds both tasks' setups (MQAR main point, small Shakespeare LM).
   return config_lib.load_sibling(os.path.join(_HERE, "..", "feature_maps", "config.py"), "config").get_config(inner)
 
 
 def get_sweep(arg: str = ""):
-  opts = _opts(arg)
+  opts = config_lib.parse_options(arg, OPTIONS)
   seeds = range(int(opts.get("seeds", 1)))
   if opts.get("tiny"):
     return [{"model.mixer": "retention", "model.gamma": "0.9", "seed": 0},
@@ -56,7 +50,8 @@ def gamma_of(row: dict) -> str:
 
 
 def get_plots(arg: str = ""):
-  metric = "accuracy" if _opts(arg).get("task", "mqar") == "mqar" else "bits_per_byte"
+  opts = config_lib.parse_options(arg, OPTIONS)
+  metric = "accuracy" if opts.get("task", "mqar") == "mqar" else "bits_per_byte"
   return [
       {"kind": "xy", "x": gamma_of, "y": metric, "where": {"model.mixer": "retention"},
        "file": f"retention_{metric}_vs_gamma.png", "title": f"retention: {metric} vs fixed decay gamma",

@@ -26,8 +26,7 @@ TINY_MAPS = ("elu1", "sincos")
 
 
 def _opts(arg: str) -> dict:
-  opts = config_lib.parse_arg(arg)
-  config_lib.check_options(opts, OPTIONS)
+  opts = config_lib.parse_options(arg, OPTIONS)
   if opts.get("task", "mqar") not in TASKS:
     raise ValueError(f"unknown task {opts['task']!r}; valid: {', '.join(TASKS)}")
   return opts

@@ -26,14 +26,8 @@ WIDTHS = tuple(range(96, 161, 8))  # candidate widths (multiples of 8: 4 heads o
 TINY_MIXERS = ("softmax", "gla")
 
 
-def _opts(arg: str) -> dict:
-  opts = config_lib.parse_arg(arg)
-  config_lib.check_options(opts, OPTIONS)
-  return opts
-
-
 def get_config(arg: str = ""):
-  opts = _opts(arg)
+  opts = config_lib.parse_options(arg, OPTIONS)
   c = config_lib.load_sibling(os.path.join(_CONFIGS, "default.py"), "default").get_config(
       "tiny=True" if opts.get("tiny") else "")
   if not opts.get("tiny"):
@@ -63,7 +57,7 @@ def matched_width(mixer: str, arg: str = "") -> int:
 
 
 def get_sweep(arg: str = ""):
-  opts = _opts(arg)
+  opts = config_lib.parse_options(arg, OPTIONS)
   if opts.get("tiny"):
     return [{"model.mixer": m, "seed": 0} for m in TINY_MIXERS]
   mixers = str(opts.get("mixers", "+".join(MIXERS))).split("+")
@@ -80,7 +74,7 @@ def get_eval_args(arg: str = ""):
 
 
 def get_extra_commands(arg: str = ""):
-  steps = 4 if _opts(arg).get("tiny") else 32
+  steps = 4 if config_lib.parse_options(arg, OPTIONS).get("tiny") else 32
   return [(["-m", "linear_seq.speed", "--decode_workdir={workdir}", f"--decode_steps={steps}"], "decode.json")]
 
 

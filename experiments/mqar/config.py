@@ -34,15 +34,9 @@ HARD = {"data.seq_len": 128, "data.num_kv_pairs": 8}
 TINY_ARMS = ("softmax", "gla")
 
 
-def _opts(arg: str) -> dict:
-  opts = config_lib.parse_arg(arg)
-  config_lib.check_options(opts, OPTIONS)
-  return opts
-
-
 def get_config(arg: str = ""):
   """configs/mqar.py's setup (vocab 1024, T=64, 4 kv pairs, batch 64, 2 layers, no MLP, conv 4, 1500 steps)."""
-  opts = _opts(arg)
+  opts = config_lib.parse_options(arg, OPTIONS)
   c = config_lib.load_sibling(os.path.join(_CONFIGS, "mqar.py"), "mqar").get_config(
       "tiny=True" if opts.get("tiny") else "")
   c.model.num_heads = 2
@@ -70,7 +64,7 @@ def _arms(opts) -> list[str]:
 
 
 def get_sweep(arg: str = ""):
-  opts = _opts(arg)
+  opts = config_lib.parse_options(arg, OPTIONS)
   if opts.get("tiny"):
     return [{**ARMS[a], "model.d_model": 16, "seed": 0} for a in _arms(opts)]
   seeds = range(int(opts.get("seeds", 1)))
@@ -80,7 +74,7 @@ def get_sweep(arg: str = ""):
 
 def get_followup_sweep(rows, arg: str = ""):
   """Harder point at each (arm, width)'s best learning rate; conv ablation at width 64 (best lr)."""
-  opts = _opts(arg)
+  opts = config_lib.parse_options(arg, OPTIONS)
   if not opts.get("followup"):
     return []
   best: dict[tuple, tuple[float, float]] = {}
@@ -104,7 +98,8 @@ def get_followup_sweep(rows, arg: str = ""):
 
 
 def get_plots(arg: str = ""):
-  main = {"data.seq_len": lambda v: v == (16 if _opts(arg).get("tiny") else 64),
+  opts = config_lib.parse_options(arg, OPTIONS)
+  main = {"data.seq_len": lambda v: v == (16 if opts.get("tiny") else 64),
           "model.conv_width": lambda v: v != 0}
   hard = {"data.seq_len": 128, "model.conv_width": lambda v: v != 0}
   common = {"y": "accuracy", "group": arm_of, "best_over": ["train.learning_rate"], "logx": 2}

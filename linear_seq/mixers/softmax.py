@@ -6,7 +6,7 @@ from flax import nnx
 from linear_seq import ops
 from linear_seq.mixers import segments
 from linear_seq.mixers.rope import rope
-from linear_seq.ops._checks import check_choice
+from linear_seq.ops._checks import check_choice, is_concrete
 
 POS_ENCODINGS = ("none", "learned", "rope")
 
@@ -51,11 +51,21 @@ class SoftmaxAttention(nnx.Module):
     return 2 * seq_len * self.d_model
 
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
+    """x [B,T,D] -> (y [B,T,D], new state); writes the T new keys and values at slots index..index+T-1.
+
+    The cache must have room: index + T <= L. When the index is concrete (outside jit) a call past the end
+    raises ValueError; under jit it cannot be checked and would overwrite the last slots, so size the cache
+    for the whole sequence with `init_state(B, max_len)` (as `model.generate` does).
+    """
     B, T, _ = x_BTD.shape
     H, K = self.num_heads, self.head_dim
-    fresh = state is None
-    if fresh:
+    if state is None:
       state = self.init_state(B, T)
+    L = state["k"].shape[1]
+    if is_concrete(state["index"]) and int(state["index"]) + T > L:
+      raise ValueError(f"the KV cache holds {L} slots but index {int(state['index'])} + {T} tokens are needed; "
+                       f"start from init_state(batch_size, max_len) with max_len >= {int(state['index']) + T} "
+                       "(a call without a state returns a cache of exactly T slots)")
     pos_BT = segments.positions(segment_ids, state["pos"], T)
     doc_BT = (jnp.zeros((B, T), jnp.int32) if segment_ids is None
               else segments.document_index(segment_ids))
@@ -75,7 +85,6 @@ class SoftmaxAttention(nnx.Module):
     seg_BL = jax.lax.dynamic_update_slice(seg_BL, doc_BT, (0, index))
     k_BLHK = jax.lax.dynamic_update_slice(state["k"], k_BTHK.astype(state["k"].dtype), (0, index, 0, 0))
     v_BLHK = jax.lax.dynamic_update_slice(state["v"], v_BTHK.astype(state["v"].dtype), (0, index, 0, 0))
-    L = k_BLHK.shape[1]
     slot_L = jnp.arange(L)
     causal_TL = slot_L[None, :] <= index + jnp.arange(T)[:, None]      # also excludes empty slots
     mask_BTL = causal_TL[None] & (seg_BL[:, None, :] == doc_BT[:, :, None])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from linear_seq import data
+from linear_seq.data import pipeline
 from linear_seq.data import registry
 from linear_seq.data import tokenizer as tokenizer_lib
 from tests.data.conftest import default_data_config
@@ -124,10 +125,17 @@ def test_packed_text_batches_reset_segments_at_documents(text_config):
     (dict(batch_size=5, shard_count=2), "divisible by shard_count=2"),
     (dict(batch_size=4, shard_index=2, shard_count=2), "shard_index must be in"),
     (dict(batch_size=4, seed=-1), "seed must be an integer >= 0"),
+    (dict(batch_size=4, seed=2**32), r"seed must be < 2\*\*32, got 4294967296"),
+    (dict(batch_size=4, seq_len=0), "seq_len must be a positive integer, got 0"),
 ])
 def test_pipeline_argument_errors(kw, match, mqar_config):
   with pytest.raises(ValueError, match=match):
-    data.make_iterator(mqar_config, "train", seq_len=16, **{"seed": 0, **kw})
+    data.make_iterator(mqar_config, "train", **{"seed": 0, "seq_len": 16, **kw})
+
+
+def test_empty_split_is_an_error():
+  with pytest.raises(ValueError, match=r"the split holds no examples \(empty documents or num_train"):
+    pipeline.batches([], batch_size=2, seed=0, shuffle=False, repeat=False)
 
 
 def test_unknown_split(mqar_config):

@@ -28,8 +28,18 @@ def test_split_names_rule():
   assert text_files.split_names(["b", "a", "c"]) == {"train": ["a", "b"], "validation": ["c"]}
   names = [f"f{i:02d}" for i in range(21)]
   assert text_files.split_names(names)["validation"] == ["f09", "f19"]
-  with pytest.raises(ValueError, match="at least 2"):
+  with pytest.raises(ValueError, match="split_names needs at least 2 names, got 1"):
     text_files.split_names(["a"])
+
+
+@pytest.mark.parametrize("files, message", [
+    ({}, "no text files to split"),
+    ({"t.txt": "x"}, r"t.txt holds 1 bytes; a single-file corpus needs at least 2 \(train and validation"),
+])
+def test_text_files_split_errors(tmp_path, files, message):
+  folder = write_files(tmp_path, files)
+  with pytest.raises(ValueError, match=message):
+    text_files.split_documents([(name, os.path.join(folder, name)) for name in files])
 
 
 def test_local_text_single_file_last_5_percent(tmp_path, data_config):
@@ -86,7 +96,7 @@ def test_local_text_cache_keyed_by_folder_and_files(tmp_path, data_config):
 def test_local_text_errors(tmp_path, data_config):
   data_config.dataset = "local_text"
   data_config.path = ""
-  with pytest.raises(ValueError, match="config.data.path"):
+  with pytest.raises(ValueError, match=r"dataset local_text needs a folder of .txt files: set --config.data.path=DIR"):
     data.dataset_info(data_config)
   data_config.path = str(tmp_path / "missing")
   with pytest.raises(ValueError, match="is not a folder"):

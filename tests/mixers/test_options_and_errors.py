@@ -56,6 +56,18 @@ def test_bad_options_raise(make, message):
     make()
 
 
+def test_softmax_cache_overflow_raises():
+  """Writing past the KV cache's last slot is an error, not a silent overwrite of the last slots."""
+  m = mixers.SoftmaxAttention(8, 2, pos_encoding="none", rngs=R())
+  x = jnp.ones((1, 3, 8))
+  _, stateless = m(x)                       # fills exactly its T=3 slots (index + T == L is fine)
+  with pytest.raises(ValueError, match=r"the KV cache holds 3 slots but index 3 \+ 1 tokens are needed; "
+                     r"start from init_state\(batch_size, max_len\) with max_len >= 4"):
+    m(x[:, :1], state=stateless)
+  with pytest.raises(ValueError, match=r"holds 5 slots but index 3 \+ 3 tokens"):
+    m(x, state={**m.init_state(1, 5), "index": jnp.int32(3)})
+
+
 def test_linear_default_normalization_by_map():
   assert mixers.LinearAttention(16, 2, feature_map="elu1", rngs=R()).normalize == "denominator"
   assert mixers.LinearAttention(16, 2, feature_map="identity", rngs=R()).normalize == "norm"

@@ -198,8 +198,17 @@ def test_diagonalize_errors():
     ops.diagonalize(-np.eye(2), np.ones((2, 1)), np.ones((1, 3)))
   with pytest.raises(ValueError, match="must be finite"):
     ops.diagonalize(np.array([[np.nan, 0.0], [0.0, 1.0]]), np.ones((2, 1)), np.ones((1, 2)))
-  with pytest.raises(TypeError, match="init-time"):
-    jax.jit(lambda a: ops.diagonalize(a, np.ones((2, 1)), np.ones((1, 2))))(-jnp.eye(2))
+
+
+@pytest.mark.parametrize("traced", ["A", "B", "C"])
+def test_diagonalize_rejects_tracers(traced):
+  """Under jit any of A, B, C is a tracer: an init-time transform cannot run there."""
+  args = {"A": -jnp.eye(2), "B": jnp.ones((2, 1)), "C": jnp.ones((1, 2))}
+  def f(x):
+    return ops.diagonalize(**{**args, traced: x})
+  with pytest.raises(TypeError, match=f"diagonalize is an init-time transform and needs concrete {traced} "
+                     r"\(not a jax tracer\)"):
+    jax.jit(f)(args[traced])
 
 
 def test_discretize_errors():

@@ -303,6 +303,8 @@ def test_ssm_diag_channels_errors():
     ops.ssm_diag_channels(u[:, :0], Ab, Bb, C, D)
   with pytest.raises(ValueError, match=r"Ab has shape \[4\], expected \[H, N\] with H=3 from u"):
     ops.ssm_diag_channels(u, Ab[0], Bb, C, D)
+  with pytest.raises(ValueError, match=r"Ab has shape \[2, 4\], expected \[H, N\] with H=3 from u"):
+    ops.ssm_diag_channels(u, Ab[:2], Bb, C, D)                # right rank, wrong H
   with pytest.raises(ValueError, match=r"Bb has shape \[3, 3\], expected \[3, 4\] \(H=3 from u, N=4 from Ab\)"):
     ops.ssm_diag_channels(u, Ab, Bb[:, :3], C, D)
   with pytest.raises(ValueError, match=r"C has shape \[2, 4\], expected \[3, 4\]"):
