@@ -2,7 +2,7 @@
 
 split_id is 0 for train (indices [0, num_train)) and 1 for validation (indices [0, num_eval)), so the two
 splits are independent streams and an example never depends on the order it is read in. Every example has
-the fixed length T = seq_len (no packing: segment_ids are all 1); 'weights' are 1 on the answer positions only.
+the fixed length T = seq_len (no packing, so batches carry no 'segment_ids'); 'weights' are 1 on the answer positions only.
 
   mqar           Zoology's multi-query associative recall (HazyResearch/zoology, data/multiquery_ar.py):
                  K key-value pairs (keys from [1, V/2), values from [V/2, V), distinct within an example)
@@ -78,7 +78,8 @@ def _check(ok: bool, message: str) -> None:
 
 class SyntheticTask:
   """Random access to a synthetic split: task(index) -> dict of 'inputs', 'targets' int32 [T],
-  'weights' float32 [T], 'segment_ids' int32 [T] (all 1)."""
+  'weights' float32 [T]. No 'segment_ids': every row is one example (one document), so the model runs
+  without document resets (S4 keeps its FFT form)."""
 
   def __init__(self, name: str, *, vocab_size: int, seq_len: int, seed: int, split: str, num_examples: int,
                num_kv_pairs: int = 4, num_tokens_to_copy: int = 16):
@@ -120,9 +121,8 @@ class SyntheticTask:
         "inputs": ex["inputs"].astype(np.int32),
         "targets": ex["targets"].astype(np.int32),
         "weights": ex["weights"],
-        "segment_ids": np.ones([self.seq_len], np.int32),
     }
 
   def pad(self) -> dict[str, np.ndarray]:
     zeros = np.zeros([self.seq_len], np.int32)
-    return {"inputs": zeros, "targets": zeros, "weights": zeros.astype(np.float32), "segment_ids": zeros}
+    return {"inputs": zeros, "targets": zeros, "weights": zeros.astype(np.float32)}

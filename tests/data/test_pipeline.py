@@ -39,7 +39,8 @@ def _take(it, n):
 def _assert_same(batches_a, batches_b):
   assert len(batches_a) == len(batches_b)
   for a, b in zip(batches_a, batches_b):
-    for key in KEYS:
+    assert a.keys() == b.keys() and set(a) <= set(KEYS)
+    for key in a:
       np.testing.assert_array_equal(a[key], b[key])
 
 
@@ -58,9 +59,10 @@ def test_deterministic_and_resumable(which, text_config, mqar_config):
   other = _take(make(4), 3)
   assert any(not np.array_equal(a["inputs"], b["inputs"]) for a, b in zip(first, other))
   b = first[0]
-  assert {k: (v.shape, v.dtype) for k, v in b.items()} == {
-      "inputs": ((4, 8), np.int32), "targets": ((4, 8), np.int32),
-      "weights": ((4, 8), np.float32), "segment_ids": ((4, 8), np.int32)}
+  expected = {"inputs": ((4, 8), np.int32), "targets": ((4, 8), np.int32), "weights": ((4, 8), np.float32)}
+  if which == "text":  # synthetic rows are single examples: no segment_ids
+    expected["segment_ids"] = ((4, 8), np.int32)
+  assert {k: (v.shape, v.dtype) for k, v in b.items()} == expected
 
 
 def test_train_epochs_are_permutations(mqar_config):
@@ -106,8 +108,8 @@ def test_validation_synthetic_ends_and_pads(mqar_config):
   batches = list(data.make_iterator(mqar_config, "validation", batch_size=4, seq_len=16, seed=0, repeat=False))
   assert len(batches) == 2                                          # 7 examples -> 4 + 3 and one pad row
   last = batches[1]
-  assert np.all(last["weights"][3] == 0) and np.all(last["segment_ids"][3] == 0)
-  assert np.all(last["weights"][:3].sum(axis=1) == 2) and np.all(last["segment_ids"][:3] == 1)
+  assert np.all(last["weights"][3] == 0) and np.all(last["inputs"][3] == 0)
+  assert np.all(last["weights"][:3].sum(axis=1) == 2)
 
 
 def test_packed_text_batches_reset_segments_at_documents(text_config):
