@@ -6,6 +6,7 @@ from flax import nnx
 from linear_seq import ops
 from linear_seq.mixers import modes, segments
 from linear_seq.mixers.head_norm import HeadNorm
+from linear_seq.mixers.heads import project_heads
 
 
 class GatedLinearAttention(nnx.Module):
@@ -61,9 +62,7 @@ class GatedLinearAttention(nnx.Module):
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
     B, T, _ = x_BTD.shape
     H, K = self.num_heads, self.head_dim
-    q_BTHK = self.q_proj(x_BTD).reshape(B, T, H, K)
-    k_BTHK = self.k_proj(x_BTD).reshape(B, T, H, K)
-    v_BTHK = self.v_proj(x_BTD).reshape(B, T, H, K)
+    q_BTHK, k_BTHK, v_BTHK = project_heads(x_BTD, (self.q_proj, self.k_proj, self.v_proj), H)
     log_a = self.log_forget(x_BTD)
     reset_BT = segments.reset_log_decay(segment_ids)
     if reset_BT is not None:

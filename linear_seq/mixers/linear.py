@@ -9,6 +9,7 @@ from linear_seq import ops
 from linear_seq.mixers import random_projection as rp
 from linear_seq.mixers import modes, segments
 from linear_seq.mixers.head_norm import HeadNorm
+from linear_seq.mixers.heads import project_heads
 from linear_seq.ops._checks import check_choice
 
 RANDOM_FEATURE_MAPS = ("favor", "rbf")
@@ -97,9 +98,7 @@ class LinearAttention(nnx.Module):
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
     B, T, _ = x_BTD.shape
     H, K = self.num_heads, self.head_dim
-    q_BTHK = self.q_proj(x_BTD).reshape(B, T, H, K)
-    k_BTHK = self.k_proj(x_BTD).reshape(B, T, H, K)
-    v_BTHK = self.v_proj(x_BTD).reshape(B, T, H, K)
+    q_BTHK, k_BTHK, v_BTHK = project_heads(x_BTD, (self.q_proj, self.k_proj, self.v_proj), H)
     kwargs = {}
     if self.projection is not None:
       q_BTHK, k_BTHK = q_BTHK * K ** -0.25, k_BTHK * K ** -0.25
