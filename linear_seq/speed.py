@@ -14,7 +14,7 @@ Compilation and one warm-up call are excluded. A case that runs out of memory, o
 longer than --max_case_seconds, is recorded as such and the mixer's longer lengths are skipped.
 The crossover length of a linear mixer is where its training step becomes faster than softmax's
 (log-log interpolation between the measured lengths). Writes DIR/speed.json, DIR/results.md and PNG plots.
-The model is configs/default.py's (width 128, 4 layers, 4 heads, MLP 4x, byte vocabulary) unless overridden.
+The model is configs/default.py's (width 128, 2 layers, 4 heads, MLP 4x, byte vocabulary) unless overridden.
 """
 import argparse
 import json

@@ -8,7 +8,7 @@ Smoke test: :task=mqar,tiny=True (2 points, ~1 min).
 Maps: identity relu elu1 exp sincos taylor favor rbf. Maps that can go negative (identity, sincos) run with
 an output norm instead of the D⁻¹ denominator (it can divide by ~0); the positive maps use the denominator.
 The `model.normalize` column of the table says which each row used. task=mqar: the MQAR study's main point
-(T=64, 4 kv pairs, width 64, conv 4, lr 3e-3); task=lm: a 2-layer, width-128 byte-level LM on Shakespeare.
+(T=64, 4 kv pairs, width 64, conv 4, lr 1e-2); task=lm: a 2-layer, width-128 byte-level LM on Shakespeare.
 Options: task=mqar|lm, tiny=True, seeds=N, maps=elu1+relu (a subset).
 """
 import os

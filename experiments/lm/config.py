@@ -4,7 +4,7 @@
 Run time (2 cores, estimated from configs/default.py's ~5 min per run): ~35 min (5 runs of 1200 steps,
 two side by side, single-threaded). Smoke test: :tiny=True (2 points, ~1 min).
 
-Every run: configs/default.py's byte-level LM (4 layers, 4 heads, MLP 4x, seq_len 256, batch 32), 1200 steps
+Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
 (the same token budget for every mixer), lr 3e-3. The width of each mixer is chosen from WIDTHS so that
 its parameter count is nearest softmax's at width 128 (GLA's gate projections and retention's output gate
 add parameters); the table lists the resulting params. Evaluation also writes the loss per position in the

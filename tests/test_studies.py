@@ -1,0 +1,97 @@
+"""Every study config in experiments/: its full and tiny sweeps make valid points (known fields, right types,
+models that build), point counts match the READMEs, plot specs are complete; and the LM study's tiny sweep
+runs end to end through the sweep CLI (its extra evaluation flags and decode command included)."""
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+from flax import nnx
+
+from linear_seq import data
+from linear_seq import plots
+from linear_seq import model as model_lib
+from linear_seq import sweep
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _path(study):
+  return os.path.join(REPO, "experiments", study, "config.py")
+
+
+# (study, config arg, number of points of the full sweep as documented in the study's README)
+STUDIES = [
+    ("mqar", "", 24),
+    ("feature_maps", "task=mqar", 8),
+    ("feature_maps", "task=lm", 8),
+    ("decay", "", 10),
+    ("decay", "task=lm", 10),
+    ("lm", "", 5),
+]
+
+
+def _check_points(study, arg):
+  module = sweep.load_config_module(_path(study))
+  base = module.get_config(arg)
+  overrides = sweep.get_points(module, arg)
+  points = sweep.make_points(f"{_path(study)}:{arg}", "/tmp/unused", overrides, base_config=base)
+  assert len({p.workdir for p in points}) == len(points)
+  vocab = data.dataset_info(base.data).vocab_size
+  seen = set()
+  for o in overrides:
+    config = sweep.apply_overrides(base, o)
+    key = tuple(sorted((k, str(v)) for k, v in o.items() if k.startswith("model.")))
+    if key in seen:
+      continue
+    seen.add(key)
+    cfg = model_lib.ModelConfig.from_config(config.model, vocab_size=vocab)
+    nnx.eval_shape(lambda cfg=cfg: model_lib.LM(cfg, rngs=nnx.Rngs(0)))  # builds: no bad field combination
+  for spec in sweep.call_hook(module, "get_plots", arg=arg) or []:
+    assert spec["kind"] in plots.KINDS and spec["file"].endswith(".png") and "y" in spec
+  return overrides
+
+
+@pytest.mark.parametrize("study, arg, count", STUDIES, ids=[f"{s}:{a}" for s, a, _ in STUDIES])
+def test_full_sweep_points_are_valid(study, arg, count):
+  assert len(_check_points(study, arg)) == count
+
+
+@pytest.mark.parametrize("study, arg", [(s, a) for s, a, _ in STUDIES], ids=[f"{s}:{a}" for s, a, _ in STUDIES])
+def test_tiny_sweep_points_are_valid(study, arg):
+  tiny = ",".join(filter(None, [arg, "tiny=True"]))
+  assert len(_check_points(study, tiny)) == 2
+
+
+def test_unknown_options_are_rejected():
+  with pytest.raises(ValueError, match="unknown arm"):
+    sweep.load_config_module(_path("mqar")).get_sweep("arms=softmax+nope")
+  with pytest.raises(ValueError, match="unknown task"):
+    sweep.load_config_module(_path("feature_maps")).get_config("task=vision")
+  with pytest.raises(ValueError, match="unknown mixer"):
+    sweep.load_config_module(_path("lm")).get_sweep("mixers=gla+rnn")
+
+
+def test_lm_study_tiny_sweep_end_to_end(tmp_path):
+  """Both points train, evaluate with --position_loss, time decoding; the table and plots are written."""
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH", "")]))
+  env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(REPO, ".jax_cache"))
+  env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+  proc = subprocess.run([sys.executable, "-m", "linear_seq.sweep", f"--config={_path('lm')}:tiny=True",
+                         f"--workdir={tmp_path}", "--parallel=2"], env=env, capture_output=True, text=True,
+                        cwd=REPO)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  subs = sorted(d for d in os.listdir(tmp_path) if os.path.isdir(tmp_path / d))
+  assert len(subs) == 2
+  for sub in subs:
+    for name in ("eval.json", "position_loss.json", "decode.json"):
+      assert os.path.exists(tmp_path / sub / name), (sub, name)
+  with open(tmp_path / "results.csv") as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
+  assert all(float(r["bits_per_byte"]) > 0 for r in rows)
+  assert any(k.startswith("decode") for k in rows[0]), list(rows[0])
+  assert os.path.exists(tmp_path / "loss_vs_position.png") and os.path.exists(tmp_path / "eval_loss_curves.png")
+
