@@ -95,3 +95,17 @@ def test_lm_study_tiny_sweep_end_to_end(tmp_path):
   assert any(k.startswith("decode") for k in rows[0]), list(rows[0])
   assert os.path.exists(tmp_path / "loss_vs_position.png") and os.path.exists(tmp_path / "eval_loss_curves.png")
 
+
+
+def test_mqar_followup_uses_each_arms_best_learning_rate_at_the_largest_width():
+  module = sweep.load_config_module(_path("mqar"))
+  gla = module.ARMS["gla"]
+  rows = [{"_overrides": {**gla, "model.d_model": w, "train.learning_rate": lr, "seed": 0}, "status": "ok",
+           "accuracy": acc} for w, lr, acc in ((64, 3e-3, 0.2), (64, 1e-2, 0.8), (32, 3e-3, 0.5))]
+  assert module.get_followup_sweep(rows, "") == []
+  out = module.get_followup_sweep(rows, "followup=True,best_seeds=3")
+  best = {**gla, "model.d_model": 64, "train.learning_rate": 1e-2}
+  assert out == [{**best, **module.HARD, "seed": 0}, {**best, "model.conv_width": 0, "seed": 0},
+                 {**best, "seed": 1}, {**best, "seed": 2}]
+  # the extra seeds are named like the main grid's points, so the report aggregates them (mean ± std)
+  assert sweep.point_name(out[2]) == sweep.point_name({**best, "seed": 1})

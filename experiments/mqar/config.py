@@ -6,7 +6,9 @@ Without `:followup=True` only the main grid runs. Smoke test (2 points, ~1 min):
 Follow-up: at the largest width and each arm's best learning rate, the harder point (T, kv) = (128, 8) and
 the ablation without the short convolution.
 
-Options: tiny=True, followup=True, seeds=N (seeds 0..N-1 of every main point), arms=softmax+gla (a subset).
+Options: tiny=True, followup=True, seeds=N (seeds 0..N-1 of every main point), arms=softmax+gla (a subset),
+best_seeds=N (with followup=True: seeds 1..N-1 of each arm's best main point at the largest width, so the
+table gives mean ± std over N seeds there).
 Setup (Zoology-style): vocab 1024, seq_len 64 with 4 key-value pairs, batch 64, 2 layers, 2 heads, no MLP,
 short causal conv of width 4 before every mixer, 1500 steps, AdamW lr in {3e-3, 1e-2}, widths {32, 64}.
 (A first grid at widths {64, 128} and lr {1e-3, 3e-3} left everything but softmax at width 128 on the 25%
@@ -18,7 +20,7 @@ from linear_seq import config_lib
 
 STUDY = "mqar"
 _CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs")
-OPTIONS = ("tiny", "followup", "seeds", "arms")
+OPTIONS = ("tiny", "followup", "seeds", "arms", "best_seeds")
 
 # Arms: label -> overrides. Linear attention runs with two feature maps (elu1: the classic; relu).
 ARMS = {
@@ -96,6 +98,7 @@ def get_followup_sweep(rows, arg: str = ""):
     base = {**ARMS[arm], "model.d_model": width, "train.learning_rate": lr}
     out.append({**base, **HARD, "seed": 0})
     out.append({**base, "model.conv_width": 0, "seed": 0})
+    out += [{**base, "seed": s} for s in range(1, int(opts.get("best_seeds", 1)))]
   return out
 
 
