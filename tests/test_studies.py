@@ -28,7 +28,7 @@ STUDIES = [
     ("feature_maps", "task=lm", 8),
     ("decay", "", 10),
     ("decay", "task=lm", 10),
-    ("lm", "", 5),
+    ("lm", "", 6),
 ]
 
 

@@ -24,6 +24,7 @@ MIXERS = ("softmax", "linear", "retention", "gla", "s4")
 REFERENCE = ("softmax", 128)  # the parameter budget: softmax at width 128
 WIDTHS = tuple(range(96, 161, 8))  # candidate widths (multiples of 8: 4 heads of even size for RoPE)
 TINY_MIXERS = ("softmax", "gla")
+CONV_WIDTH = 4  # the extra linear-attention arm's short causal conv (0.3% more parameters)
 
 
 def get_config(arg: str = ""):
@@ -56,6 +57,13 @@ def matched_width(mixer: str, arg: str = "") -> int:
   return min(WIDTHS, key=lambda w: (abs(num_params(mixer, w, arg) - target), abs(w - REFERENCE[1])))
 
 
+def label(row: dict) -> str:
+  """A point's arm: the mixer, '+conv4' when it runs with the short convolution."""
+  overrides = row.get("_overrides", row)
+  conv = overrides.get("model.conv_width")
+  return f"{overrides.get('model.mixer')}+conv{conv}" if conv else str(overrides.get("model.mixer"))
+
+
 def get_sweep(arg: str = ""):
   opts = config_lib.parse_options(arg, OPTIONS)
   if opts.get("tiny"):
@@ -65,7 +73,11 @@ def get_sweep(arg: str = ""):
   if unknown:
     raise ValueError(f"unknown mixer(s) {unknown}; valid: {', '.join(MIXERS)}")
   seeds = range(int(opts.get("seeds", 1)))
-  return [{"model.mixer": m, "model.d_model": matched_width(m, arg), "seed": s} for m in mixers for s in seeds]
+  points = [{"model.mixer": m, "model.d_model": matched_width(m, arg), "seed": s} for m in mixers for s in seeds]
+  if "linear" in mixers:  # the same linear attention with a short conv: its only handle on token order
+    points += [{"model.mixer": "linear", "model.conv_width": CONV_WIDTH, "model.d_model": matched_width("linear", arg),
+                "seed": s} for s in seeds]
+  return points
 
 
 def get_eval_args(arg: str = ""):
@@ -81,13 +93,13 @@ def get_extra_commands(arg: str = ""):
 def get_plots(arg: str = ""):
   del arg
   return [
-      {"kind": "curves", "y": "eval_loss", "group": "model.mixer", "file": "eval_loss_curves.png",
+      {"kind": "curves", "y": "eval_loss", "group": label, "file": "eval_loss_curves.png",
        "title": "Shakespeare: validation loss (nats/byte) during training"},
-      {"kind": "curves", "y": "train_loss", "group": "model.mixer", "file": "train_loss_curves.png",
+      {"kind": "curves", "y": "train_loss", "group": label, "file": "train_loss_curves.png",
        "title": "Shakespeare: training loss"},
-      {"kind": "series", "y": "position_loss", "group": "model.mixer", "source": "position_loss.json",
+      {"kind": "series", "y": "position_loss", "group": label, "source": "position_loss.json",
        "file": "loss_vs_position.png", "logx": 2, "title": "validation loss vs position in the context",
        "xlabel": "position in the context (tokens)", "ylabel": "loss (nats/token)"},
-      {"kind": "xy", "x": "model.mixer", "y": "bits_per_byte", "file": "bits_per_byte.png",
+      {"kind": "xy", "x": label, "y": "bits_per_byte", "file": "bits_per_byte.png",
        "title": "Shakespeare: validation bits/byte", "xlabel": "mixer"},
   ]
