@@ -1,8 +1,8 @@
 """Study 4: language modelling on Shakespeare: the five mixers at (nearly) equal parameter count, same tokens.
 
   python -m linear_seq.sweep --config=experiments/lm/config.py --workdir=runs/lm --parallel=2
-Run time (2 cores, estimated from configs/default.py's ~5 min per run): ~35 min (5 runs of 1200 steps,
-two side by side, single-threaded). Smoke test: :tiny=True (2 points, ~1 min).
+Run time (2 cores, measured): ~25 min (6 runs of 1200 steps, 6-10 min each, two side by side,
+single-threaded). Smoke test: :tiny=True (2 points, ~1 min).
 
 Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
 (the same token budget for every mixer), lr 3e-3. The width of each mixer is chosen from WIDTHS so that
@@ -10,6 +10,8 @@ its parameter count is nearest softmax's at width 128 (GLA's gate projections an
 add parameters); the table lists the resulting params. Evaluation also writes the loss per position in the
 context (position_loss.json, for "how much does a longer context help") and the decode time per token
 after a full context (decode.json, `python -m linear_seq.speed --decode_workdir=SUB`).
+A sixth arm runs linear attention with the short causal conv (width 4): without decay, positions or a conv,
+linear attention sees its prefix as an unordered (normalized) sum, so it cannot tell which byte came last.
 Options: tiny=True, seeds=N, mixers=softmax+gla.
 """
 import functools
