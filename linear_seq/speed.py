@@ -35,7 +35,7 @@ from linear_seq import model as model_lib
 from linear_seq import report
 
 MIXERS = ("softmax", "linear", "retention", "gla", "s4")
-LENGTHS = (512, 1024, 2048, 4096, 8192)
+LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)  # short lengths locate the crossover
 VOCAB = 260
 _CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
 
