@@ -1,8 +1,8 @@
 """Study 4: language modelling on Shakespeare: the five mixers at (nearly) equal parameter count, same tokens.
 
   python -m linear_seq.sweep --config=experiments/lm/config.py --workdir=runs/lm --parallel=2
-Run time (2 cores, measured): ~25 min (6 runs of 1200 steps, 6-10 min each, two side by side,
-single-threaded). Smoke test: :tiny=True (2 points, ~1 min).
+Run time (2 cores, measured): 45 min (6 runs of 1200 steps, two side by side, single-threaded: 6-10 min
+each, but S4's 32 min: on packed rows it runs the exact scan with resets). Smoke test: :tiny=True (2 points, ~1 min).
 
 Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
 (the same token budget for every mixer), lr 3e-3. The width of each mixer is chosen from WIDTHS so that
@@ -77,8 +77,9 @@ def get_sweep(arg: str = ""):
   seeds = range(int(opts.get("seeds", 1)))
   points = [{"model.mixer": m, "model.d_model": matched_width(m, arg), "seed": s} for m in mixers for s in seeds]
   if "linear" in mixers:  # the same linear attention with a short conv: its only handle on token order
-    points += [{"model.mixer": "linear", "model.conv_width": CONV_WIDTH, "model.d_model": matched_width("linear", arg),
-                "seed": s} for s in seeds]
+    width = matched_width("linear", arg)
+    points += [{"model.mixer": "linear", "model.conv_width": CONV_WIDTH, "model.d_model": width, "seed": s}
+               for s in seeds]
   return points
 
 
