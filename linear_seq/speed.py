@@ -1,6 +1,6 @@
 """Study 5: speed and memory of the whole LM per mixer vs sequence length.
 
-  python -m linear_seq.speed --workdir=runs/speed                  # ≈25 min on 2 CPU cores
+  python -m linear_seq.speed --workdir=runs/speed                  # ≈5 min on a CPU core
   python -m linear_seq.speed --workdir=/tmp/speed --tiny           # smoke run, ≈1 min
   python -m linear_seq.speed --decode_workdir=runs/lm/SUB          # decode ms/token of a trained model
 
