@@ -13,6 +13,7 @@ from linear_seq import data
 from linear_seq import plots
 from linear_seq import model as model_lib
 from linear_seq import sweep
+from tests.cli_env import cli_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -75,12 +76,8 @@ def test_unknown_options_are_rejected():
 
 def test_lm_study_tiny_sweep_end_to_end(tmp_path):
   """Both points train, evaluate with --position_loss, time decoding; the table and plots are written."""
-  env = dict(os.environ)
-  env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH", "")]))
-  env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(REPO, ".jax_cache"))
-  env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
   proc = subprocess.run([sys.executable, "-m", "linear_seq.sweep", f"--config={_path('lm')}:tiny=True",
-                         f"--workdir={tmp_path}", "--parallel=2"], env=env, capture_output=True, text=True,
+                         f"--workdir={tmp_path}", "--parallel=2"], env=cli_env(), capture_output=True, text=True,
                         cwd=REPO)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   subs = sorted(d for d in os.listdir(tmp_path) if os.path.isdir(tmp_path / d))

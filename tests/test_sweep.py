@@ -12,19 +12,11 @@ import pytest
 from linear_seq import plots
 from linear_seq import report
 from linear_seq import sweep
+from tests.cli_env import cli_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDY = os.path.join(REPO, "experiments", "mqar", "config.py")
 TINY = f"{STUDY}:tiny=True"
-
-
-def _env():
-  """Subprocess env: repo importable, the tests' persistent compilation cache (reruns compile nothing)."""
-  env = dict(os.environ)
-  env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH", "")]))
-  env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(REPO, ".jax_cache"))
-  env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
-  return env
 
 
 def _tiny_points(workdir):
@@ -40,10 +32,10 @@ def swept(tmp_path_factory):
   _, points = _tiny_points(workdir)
   first = points[0]
   partial = first.commands[0] + ["--config.train.num_steps=2"]
-  subprocess.run(partial, env=_env(), check=True, capture_output=True, cwd=REPO)
+  subprocess.run(partial, env=cli_env(), check=True, capture_output=True, cwd=REPO)
   assert os.path.isdir(os.path.join(first.workdir, "checkpoints", "2"))
   proc = subprocess.run([sys.executable, "-m", "linear_seq.sweep", f"--config={TINY}", f"--workdir={workdir}",
-                         "--parallel=2"], env=_env(), capture_output=True, text=True, cwd=REPO)
+                         "--parallel=2"], env=cli_env(), capture_output=True, text=True, cwd=REPO)
   return workdir, points, proc
 
 
@@ -90,7 +82,7 @@ def test_rerun_skips_finished_points(swept, capsys):
 
 def test_dry_run_prints_commands(tmp_path):
   proc = subprocess.run([sys.executable, "-m", "linear_seq.sweep", f"--config={TINY}", f"--workdir={tmp_path}",
-                         "--dry_run", "--config.train.num_steps=3"], env=_env(), capture_output=True, text=True,
+                         "--dry_run", "--config.train.num_steps=3"], env=cli_env(), capture_output=True, text=True,
                         cwd=REPO)
   assert proc.returncode == 0, proc.stderr
   lines = [l for l in proc.stdout.splitlines() if l.startswith("python")]

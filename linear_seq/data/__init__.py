@@ -2,7 +2,8 @@
 
   info = data.dataset_info(config.data)
   it = data.make_iterator(config.data, 'train', batch_size=B, seq_len=T, seed=s)
-  batch = next(it)   # 'inputs', 'targets' int32 [B, T], 'weights' float32 [B, T], and for text 'segment_ids' int32 [B, T]
+  batch = next(it)   # 'inputs', 'targets' int32 [B, T], 'weights' float32 [B, T],
+                     # and for text 'segment_ids' int32 [B, T]
 """
 from linear_seq.data.registry import DATASETS
 from linear_seq.data.registry import DatasetInfo

@@ -96,8 +96,8 @@ def make_iterator(config: Any, split: str = "train", *, batch_size: int, seq_len
                   shard_index: int = 0, shard_count: int = 1, repeat: bool = True) -> grain.DatasetIterator:
   """Batches of config.dataset's split for this host (config = config.data).
 
-  Each batch: 'inputs', 'targets' int32 [b, T], 'weights' float32 [b, T], 'segment_ids' int32 [b, T] (text only: the
-  document id in packed rows; synthetic rows are one example each and carry none), with
+  Each batch: 'inputs', 'targets' int32 [b, T], 'weights' float32 [b, T], 'segment_ids' int32 [b, T]
+  (text only: the document id in packed rows; synthetic rows are one example each and carry none), with
   b = batch_size // shard_count and T = seq_len. 'train' is shuffled with `seed` (a new order every epoch);
   'validation' is read in order. repeat=False ends after the split's last example, the last batch padded
   with weights 0. Synthetic examples are generated from (seed, split, index). The iterator's get_state() is
