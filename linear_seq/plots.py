@@ -3,7 +3,7 @@
 A config's `get_plots()` returns a list of specs (dicts); `draw` writes each to DIR/<file>:
   {"kind": "xy", "x": "model.d_model", "y": "accuracy", "group": "model.mixer", "file": "acc_vs_width.png",
    "best_over": ["train.learning_rate"], "where": {"data.seq_len": 64}, "logx": True, "better": "max"}
-      y vs x, one line per group, mean ± std over seeds as error bars; `best_over` keeps, for each
+      y vs x, one line per group (one series without a group), mean ± std over seeds as error bars; `best_over` keeps, for each
       (group, x), the best setting of those keys (e.g. the best learning rate; `better` max or min);
       a non-numeric x draws grouped bars instead.
   {"kind": "curves", "y": "eval_loss", "group": "model.mixer", "file": "curves.png", "x": "step"}
@@ -66,7 +66,8 @@ def xy_points(rows: Sequence[dict[str, Any]], *, x: str, y: str, group=None, bes
     if not _is_number(yv):
       continue
     setting = tuple(repr(report.value(r, k)) for k in best_over)
-    cells.setdefault((_label(r, group), _get(r, x), setting), []).append(float(yv))
+    label = "" if group is None else _label(r, group)  # no group: one series, seeds averaged per x
+    cells.setdefault((label, _get(r, x), setting), []).append(float(yv))
   best: dict[tuple, tuple[float, float, int]] = {}
   for (g, xv, _), ys in cells.items():
     stat = (statistics.fmean(ys), statistics.stdev(ys) if len(ys) > 1 else 0.0, len(ys))
@@ -88,7 +89,8 @@ def _draw_xy(ax, rows, spec):
   xs_all = [p[0] for pts in series.values() for p in pts]
   if xs_all and all(_is_number(v) for v in xs_all):
     for g, pts in series.items():
-      ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o", capsize=3, label=g)
+      ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o", capsize=3,
+                  label=g or None)
   else:  # categorical x: grouped bars
     cats = list(dict.fromkeys(str(v) for v in xs_all))
     width = 0.8 / max(len(series), 1)
@@ -96,7 +98,7 @@ def _draw_xy(ax, rows, spec):
       pos = {str(p[0]): p for p in pts}
       idx = [j for j, c in enumerate(cats) if c in pos]
       ax.bar([j + i * width for j in idx], [pos[cats[j]][1] for j in idx], width,
-             yerr=[pos[cats[j]][2] for j in idx], capsize=3, label=g)
+             yerr=[pos[cats[j]][2] for j in idx], capsize=3, label=g or None)
     ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(cats))], cats, rotation=30, ha="right")
   ax.set_xlabel(spec.get("xlabel", spec["x"] if isinstance(spec["x"], str) else ""))
   ax.set_ylabel(spec.get("ylabel", spec["y"] if isinstance(spec["y"], str) else ""))

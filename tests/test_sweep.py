@@ -156,6 +156,9 @@ def test_plot_errors_and_best_over(tmp_path):
   series = plots.xy_points(rows, x="w", y="acc", group="m", best_over=["lr"])
   assert series == {"a": [(1, 0.6, 0.0, 1), (2, 0.9, 0.0, 1)], "b": [(1, 0.1, 0.0, 1)]}
   assert plots.xy_points(rows, x="w", y="acc", group="m", best_over=["lr"], better="min")["a"][0][1] == 0.2
+  # Without a group: one series; points with the same x (seeds, other settings) are averaged.
+  assert plots.xy_points(rows, x="w", y="acc") == {"": [(1, pytest.approx(0.3), pytest.approx(0.2646, abs=1e-4), 3),
+                                                        (2, 0.9, 0.0, 1)]}
   with pytest.raises(ValueError, match="'max' or 'min'"):
     plots.xy_points(rows, x="w", y="acc", better="best")
   with pytest.raises(ValueError, match="unknown plot kind 'pie'; valid kinds: xy, curves, series"):
