@@ -61,6 +61,8 @@ def model_config() -> ml_collections.ConfigDict:
   m.decay = ""
   # retention: comma-separated gammas per head; '' = RetNet's multi-scale 1 - 2^(-5-h).
   m.gamma = ""
+  # retention: positional encoding none | rope (q, k rotated: RetNet's xPos rotation without its scaling).
+  m.retention_pos_encoding = "none"
   # gla: gate temperature tau (alpha = sigmoid(x W)^(1/tau)).
   m.gate_temperature = 16.0
   # gla: rank of the low-rank gate projection.

@@ -63,6 +63,7 @@ class ModelConfig:
   normalize: str = ""
   decay: tuple[float, ...] = ()
   gamma: tuple[float, ...] = ()
+  retention_pos_encoding: str = "none"
   gate_temperature: float = 16.0
   gate_rank: int = 16
   vector_gate: bool = True

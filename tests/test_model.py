@@ -65,7 +65,7 @@ def test_from_config_needs_a_vocab_size():
 def hybrid():
   """Every mixer in one model, with the short conv: exercises all layer states together."""
   cfg = model_lib.ModelConfig(**TINY, layer_mixers="gla,softmax,s4,linear,retention", num_layers=5,
-                              conv_width=3, feature_map="favor")
+                              conv_width=3, feature_map="favor", retention_pos_encoding="rope")
   return model_lib.LM(cfg, rngs=nnx.Rngs(0))
 
 

@@ -29,7 +29,7 @@ STUDIES = [
     ("feature_maps", "task=lm", 8),
     ("decay", "", 10),
     ("decay", "task=lm", 10),
-    ("lm", "", 6),
+    ("lm", "", 7),
 ]
 
 

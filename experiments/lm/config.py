@@ -12,6 +12,8 @@ context (position_loss.json, for "how much does a longer context help") and the 
 after a full context (decode.json, `python -m linear_seq.speed --decode_workdir=SUB`).
 A sixth arm runs linear attention with the short causal conv (width 4): without decay, positions or a conv,
 linear attention sees its prefix as an unordered (normalized) sum, so it cannot tell which byte came last.
+A seventh runs retention with RoPE on q and k (RetNet's xPos rotation, without its scaling): the fixed
+multi-scale decays alone (γ ≥ 0.97) barely tell the last byte from the ones before it.
 Options: tiny=True, seeds=N, mixers=softmax+gla.
 """
 import functools
@@ -60,10 +62,11 @@ def matched_width(mixer: str, arg: str = "") -> int:
 
 
 def label(row: dict) -> str:
-  """A point's arm: the mixer, '+conv4' when it runs with the short convolution."""
+  """A point's arm: the mixer, '+conv4' with the short convolution, '+rope' for retention with RoPE."""
   overrides = row.get("_overrides", row)
   conv = overrides.get("model.conv_width")
-  return f"{overrides.get('model.mixer')}+conv{conv}" if conv else str(overrides.get("model.mixer"))
+  name = f"{overrides.get('model.mixer')}+conv{conv}" if conv else str(overrides.get("model.mixer"))
+  return name + ("+rope" if overrides.get("model.retention_pos_encoding") == "rope" else "")
 
 
 def get_sweep(arg: str = ""):
@@ -80,6 +83,10 @@ def get_sweep(arg: str = ""):
     width = matched_width("linear", arg)
     points += [{"model.mixer": "linear", "model.conv_width": CONV_WIDTH, "model.d_model": width, "seed": s}
                for s in seeds]
+  if "retention" in mixers:  # retention with RoPE on q, k (RetNet's xPos rotation): no extra parameters
+    width = matched_width("retention", arg)
+    points += [{"model.mixer": "retention", "model.retention_pos_encoding": "rope", "model.d_model": width,
+                "seed": s} for s in seeds]
   return points
 
 

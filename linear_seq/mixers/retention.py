@@ -9,6 +9,10 @@ from linear_seq import ops
 from linear_seq.mixers import modes, segments
 from linear_seq.mixers.head_norm import HeadNorm
 from linear_seq.mixers.heads import project_heads
+from linear_seq.mixers.rope import rope
+from linear_seq.ops._checks import check_choice
+
+POS_ENCODINGS = ("none", "rope")
 
 
 def default_gammas(num_heads: int) -> tuple:
@@ -19,14 +23,18 @@ def default_gammas(num_heads: int) -> tuple:
 class Retention(nnx.Module):
   """y = W_o (swish(x W_g) ⊙ GroupNorm(Retention(q, k, v))), S_t = γ_h S_{t−1} + k_tᵀ v_t per head.
 
-  K = V = d_model / H, scale K^−½ (the op's default). No xPos/RoPE. gamma: fixed values (1 or H of them,
-  each in (0, 1)) or RetNet's multi-scale default. Calls `ops.linear_recurrence` with log_decay = log γ
-  (the same recurrence as `ops.retention`) so a document boundary can add its reset (log α = −inf).
-  State: S [B,H,K,V] float32.
+  K = V = d_model / H, scale K^−½ (the op's default). gamma: fixed values (1 or H of them, each in (0, 1))
+  or RetNet's multi-scale default. Calls `ops.linear_recurrence` with log_decay = log γ (the same
+  recurrence as `ops.retention`) so a document boundary can add its reset (log α = −inf).
+  pos_encoding: 'none' (the decay is the only sense of order) or 'rope': q and k rotated by their position
+  in the document, so q_t·k_s depends on t − s — RetNet's xPos rotation Θ without its length-extrapolation
+  scaling. State: S [B,H,K,V] float32; with 'rope' a dict {'S': S, 'pos': [B] int32 (position of the next
+  token in its document)}.
   """
 
-  def __init__(self, d_model: int, num_heads: int, *, gamma: tuple = (), mode: str = "",
-               chunk_size: int = 64, dtype=jnp.float32, rngs: nnx.Rngs):
+  def __init__(self, d_model: int, num_heads: int, *, gamma: tuple = (), pos_encoding: str = "none",
+               mode: str = "", chunk_size: int = 64, dtype=jnp.float32, rngs: nnx.Rngs):
+    check_choice("retention positional encoding", pos_encoding, POS_ENCODINGS)
     if d_model % num_heads:
       raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
     gamma = tuple(gamma) or default_gammas(num_heads)
@@ -35,6 +43,9 @@ class Retention(nnx.Module):
     if not all(0.0 < g < 1.0 for g in gamma):
       raise ValueError(f"gamma values must lie in (0, 1), got {gamma}")
     self.gamma = (gamma * num_heads)[:num_heads]
+    if pos_encoding == "rope" and (d_model // num_heads) % 2:
+      raise ValueError(f"retention with RoPE needs an even head dim, got d_model/num_heads = {d_model // num_heads}")
+    self.pos_encoding = pos_encoding
     self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
     self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
     lin = lambda: nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
@@ -43,13 +54,13 @@ class Retention(nnx.Module):
 
   @classmethod
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "Retention":
-    return cls(cfg.d_model, cfg.num_heads, gamma=cfg.gamma, mode=modes.linear_mode(cfg.mode),
-               chunk_size=cfg.chunk_size,
-               dtype=cfg.compute_dtype, rngs=rngs)
+    return cls(cfg.d_model, cfg.num_heads, gamma=cfg.gamma, pos_encoding=cfg.retention_pos_encoding,
+               mode=modes.linear_mode(cfg.mode), chunk_size=cfg.chunk_size, dtype=cfg.compute_dtype, rngs=rngs)
 
-  def init_state(self, batch_size: int, max_len: int = 0) -> jax.Array:
+  def init_state(self, batch_size: int, max_len: int = 0):
     del max_len
-    return jnp.zeros((batch_size, self.num_heads, self.head_dim, self.head_dim), jnp.float32)
+    S = jnp.zeros((batch_size, self.num_heads, self.head_dim, self.head_dim), jnp.float32)
+    return dict(S=S, pos=jnp.zeros((batch_size,), jnp.int32)) if self.pos_encoding == "rope" else S
 
   def state_size(self, seq_len: int = 0) -> int:
     del seq_len
@@ -59,6 +70,10 @@ class Retention(nnx.Module):
     B, T, _ = x_BTD.shape
     H, K = self.num_heads, self.head_dim
     q_BTHK, k_BTHK, v_BTHK = project_heads(x_BTD, (self.q_proj, self.k_proj, self.v_proj), H)
+    if self.pos_encoding == "rope":
+      state = self.init_state(B) if state is None else state
+      pos_BT = segments.positions(segment_ids, state["pos"], T)
+      q_BTHK, k_BTHK, state = rope(q_BTHK, pos_BT), rope(k_BTHK, pos_BT), state["S"]
     log_decay = jnp.asarray([math.log(g) for g in self.gamma], jnp.float32)
     reset_BT = segments.reset_log_decay(segment_ids)
     if reset_BT is not None:
@@ -67,4 +82,6 @@ class Retention(nnx.Module):
         q_BTHK, k_BTHK, v_BTHK, log_decay, initial_state=state,
         mode=self.mode if T > 1 else "recurrent", chunk_size=self.chunk_size)
     o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
+    if self.pos_encoding == "rope":
+      state = dict(S=state, pos=pos_BT[:, -1] + 1)
     return self.o_proj(jax.nn.swish(self.g_proj(x_BTD)) * o_BTD), state

@@ -23,6 +23,7 @@ CASES = [
                                           chunk_size=CHUNK)),
     ("linear-identity-norm", "linear", dict(feature_map="identity", normalize="norm", mode="parallel")),
     ("retention", "retention", dict(chunk_size=CHUNK)),
+    ("retention-rope", "retention", dict(pos_encoding="rope", gamma=(0.95,), mode="parallel")),
     ("gla-vector", "gla", dict(gate_rank=4, chunk_size=CHUNK)),
     ("gla-scalar", "gla", dict(gate_rank=4, vector_gate=False, mode="assoc")),
     ("s4-lin-zoh", "s4", dict(state_size=4)),

@@ -34,6 +34,9 @@ BAD_OPTIONS = [
     (lambda: mixers.Retention(16, 2, gamma=(0.9, 0.9, 0.9), rngs=R()), "gamma needs 1 or num_heads=2"),
     (lambda: mixers.Retention(16, 2, gamma=(1.0,), rngs=R()), r"gamma values must lie in \(0, 1\)"),
     (lambda: mixers.Retention(15, 2, rngs=R()), "must divide by num_heads"),
+    (lambda: mixers.Retention(16, 2, pos_encoding="xpos", rngs=R()),
+     "unknown retention positional encoding 'xpos'; valid: none, rope"),
+    (lambda: mixers.Retention(10, 2, pos_encoding="rope", rngs=R()), "RoPE needs an even head dim, got .* = 5"),
     (lambda: mixers.GatedLinearAttention(16, 2, gate_temperature=0.0, rngs=R()),
      "gate_temperature must be positive"),
     (lambda: mixers.GatedLinearAttention(16, 2, gate_rank=0, rngs=R()), "gate_rank must be a positive"),
@@ -72,6 +75,21 @@ def test_linear_default_normalization_by_map():
   assert mixers.LinearAttention(16, 2, feature_map="elu1", rngs=R()).normalize == "denominator"
   assert mixers.LinearAttention(16, 2, feature_map="identity", rngs=R()).normalize == "norm"
   assert mixers.LinearAttention(16, 2, feature_map="sincos", normalize="none", rngs=R()).normalize == "none"
+
+
+def test_retention_rope_sees_relative_positions_only():
+  """Starting the document at position 0 or 37 (empty state) gives the same outputs (only t − s matters),
+  the state's position counts on, and the rotation does change the outputs."""
+  m = mixers.Retention(16, 2, pos_encoding="rope", gamma=(0.9,), rngs=R())
+  x = jax.random.normal(jax.random.key(0), (1, 7, 16))
+  start0 = m.init_state(1)
+  start37 = dict(start0, pos=jnp.full((1,), 37, jnp.int32))
+  y0, s0 = m(x, state=start0)
+  y37, s37 = m(x, state=start37)
+  np.testing.assert_allclose(y37, y0, rtol=1e-4, atol=1e-5)
+  assert int(s0["pos"][0]) == 7 and int(s37["pos"][0]) == 44
+  y_plain, _ = mixers.Retention(16, 2, gamma=(0.9,), rngs=R())(x)
+  assert float(jnp.max(jnp.abs(y_plain - y0))) > 1e-3  # the rotation changes the outputs
 
 
 def test_rope_is_relative():
