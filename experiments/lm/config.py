@@ -43,14 +43,22 @@ def get_config(arg: str = ""):
 
 
 @functools.lru_cache(maxsize=None)
+def _vocab_size(arg: str = "") -> int:
+  """The dataset's vocabulary (read once: each read logs the TFDS dataset info)."""
+  from linear_seq import data  # pylint: disable=g-import-not-at-top
+
+  return data.dataset_info(get_config(arg).data).vocab_size
+
+
+@functools.lru_cache(maxsize=None)
 def num_params(mixer: str, d_model: int, arg: str = "") -> int:
   """Parameter count of the LM with this mixer and width (abstract init: no compute)."""
   import jax  # pylint: disable=g-import-not-at-top  (only the sweep process needs it)
   from flax import nnx  # pylint: disable=g-import-not-at-top
-  from linear_seq import data, model as model_lib  # pylint: disable=g-import-not-at-top
+  from linear_seq import model as model_lib  # pylint: disable=g-import-not-at-top
 
   c = config_lib.apply_overrides(get_config(arg), {"model.mixer": mixer, "model.d_model": d_model})
-  cfg = model_lib.ModelConfig.from_config(c.model, vocab_size=data.dataset_info(c.data).vocab_size)
+  cfg = model_lib.ModelConfig.from_config(c.model, vocab_size=_vocab_size(arg))
   lm = nnx.eval_shape(lambda: model_lib.LM(cfg, rngs=nnx.Rngs(0)))
   return sum(x.size for x in jax.tree.leaves(nnx.state(lm, nnx.Param)))
 
