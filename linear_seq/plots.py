@@ -12,7 +12,8 @@ A config's `get_plots()` returns a list of specs (dicts); `draw` writes each to 
    "source": "position_loss.json", "xlabel": "position"}
       a per-point list stored in SUB/<source> under key y (e.g. loss per position), one line per point.
 x, y and group may also be functions of a row (e.g. an arm label); `where` values may be predicates.
-Common keys: title, xlabel, ylabel, logx, logy, where. Without specs, one bar chart of the main metric.
+Common keys: title, xlabel, ylabel, logx, logy, where; `"zoom": True` starts an xy bar chart's y axis near
+its smallest bar instead of 0 (for close values such as bits/byte). Without specs, one bar chart of the main metric.
 """
 import json
 import math
@@ -100,6 +101,11 @@ def _draw_xy(ax, rows, spec):
       ax.bar([j + i * width for j in idx], [pos[cats[j]][1] for j in idx], width,
              yerr=[pos[cats[j]][2] for j in idx], capsize=3, label=g or None)
     ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(cats))], cats, rotation=30, ha="right")
+    if spec.get("zoom"):  # bars of close values (e.g. bits/byte): y axis around them, not from 0
+      lo = min(p[1] - p[2] for pts in series.values() for p in pts)
+      hi = max(p[1] + p[2] for pts in series.values() for p in pts)
+      pad = 0.25 * (hi - lo) or 0.05 * abs(hi) or 1.0
+      ax.set_ylim(lo - pad, hi + pad)
   ax.set_xlabel(spec.get("xlabel", spec["x"] if isinstance(spec["x"], str) else ""))
   ax.set_ylabel(spec.get("ylabel", spec["y"] if isinstance(spec["y"], str) else ""))
   return bool(series)

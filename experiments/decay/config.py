@@ -55,7 +55,7 @@ def get_plots(arg: str = ""):
   return [
       {"kind": "xy", "x": gamma_of, "y": metric, "where": {"model.mixer": "retention"},
        "file": f"retention_{metric}_vs_gamma.png", "title": f"retention: {metric} vs fixed decay gamma",
-       "xlabel": "gamma (every head)"},
+       "xlabel": "gamma (every head)", "zoom": metric != "accuracy"},
       {"kind": "xy", "x": "model.gate_temperature", "y": metric, "where": {"model.mixer": "gla"}, "logx": 2,
        "file": f"gla_{metric}_vs_temperature.png", "title": f"GLA: {metric} vs gate temperature",
        "xlabel": "gate temperature tau"},

@@ -68,7 +68,7 @@ def get_plots(arg: str = ""):
   metric = "accuracy" if _opts(arg).get("task", "mqar") == "mqar" else "bits_per_byte"
   return [
       {"kind": "xy", "x": "model.feature_map", "y": metric, "file": f"{metric}_by_feature_map.png",
-       "title": f"linear attention: {metric} by feature map", "xlabel": "feature map"},
+       "title": f"linear attention: {metric} by feature map", "xlabel": "feature map", "zoom": metric != "accuracy"},
       {"kind": "curves", "y": "eval_loss", "group": "model.feature_map", "file": "eval_loss_curves.png",
        "title": "eval loss during training"},
   ]
