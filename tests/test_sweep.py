@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from linear_seq import plots
@@ -165,6 +166,15 @@ def test_plot_errors_and_best_over(tmp_path):
     plots.draw([{"kind": "pie", "file": "a.png"}], rows, str(tmp_path))
   with pytest.raises(ValueError, match="'file' ending in .png"):
     plots.draw([{"kind": "xy", "x": "w", "y": "acc"}], rows, str(tmp_path))
+  # Bars over a categorical x; zoom starts the y axis near the smallest bar instead of 0.
+  spec = {"kind": "xy", "x": "m", "y": "acc", "file": "bars.png", "zoom": True}
+  bpb = [{"name": m, "status": "ok", "_overrides": {}, "_config": {}, "m": m, "acc": a}
+         for m, a in (("a", 2.4), ("b", 2.5))]
+  ax = plots.plt.figure().gca()
+  assert plots._draw_xy(ax, bpb, spec)  # pylint: disable=protected-access
+  np.testing.assert_allclose(ax.get_ylim(), (2.375, 2.525))  # a quarter of the spread either side
+  plots.plt.close("all")
+  assert plots.draw([spec], bpb, str(tmp_path)) == ["bars.png"] and (tmp_path / "bars.png").stat().st_size > 0
 
 
 def test_aggregate_mean_std_over_seeds():
