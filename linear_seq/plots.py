@@ -4,8 +4,8 @@ A config's `get_plots()` returns a list of specs (dicts); `draw` writes each to 
   {"kind": "xy", "x": "model.d_model", "y": "accuracy", "group": "model.mixer", "file": "acc_vs_width.png",
    "best_over": ["train.learning_rate"], "where": {"data.seq_len": 64}, "logx": True, "better": "max"}
       y vs x, one line per group (one series without a group), mean ± std over seeds as error bars;
-      `best_over` keeps, for each (group, x), the best setting of those keys (e.g. the best learning rate; `better` max or min);
-      a non-numeric x draws grouped bars instead.
+      `best_over` keeps, for each (group, x), the best setting of those keys (e.g. the best learning rate;
+      `better` max or min); a non-numeric x draws grouped bars instead.
   {"kind": "curves", "y": "eval_loss", "group": "model.mixer", "file": "curves.png", "x": "step"}
       learning curves from each point's metrics.jsonl (train_loss or eval_* lines), one line per point.
   {"kind": "series", "y": "position_loss", "group": "model.mixer", "file": "loss_vs_position.png",
