@@ -1,9 +1,9 @@
 """Study 4: language modelling on Shakespeare: the five mixers at (nearly) equal parameter count, same tokens.
 
   python -m linear_seq.sweep --config=experiments/lm/config.py --workdir=runs/lm --parallel=2
-Run time (2 cores): 45 min measured for the first 6 runs of 1200 steps (two side by side, single-threaded:
-6-10 min each, but S4's 32 min: on packed rows it runs the exact scan with resets); the seventh (retention +
-RoPE, 6-12 min) fits beside S4's point: ~45-50 min for all 7. Smoke test: :tiny=True (2 points, ~1 min).
+Run time (2 cores): ~40 min for the 7 runs of 1200 steps, two side by side, single-threaded: S4's point
+(32 min: on packed rows it runs the exact scan with resets) starts first and the other six (6-9 min each,
+measured) run one after another beside it. (Measured: 45 min for the first six in the old order, S4 fifth.) Smoke test: :tiny=True (2 points, ~1 min).
 
 Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
 (the same token budget for every mixer), lr 3e-3. The width of each mixer is chosen from WIDTHS so that
@@ -87,6 +87,7 @@ def get_sweep(arg: str = ""):
   if unknown:
     raise ValueError(f"unknown mixer(s) {unknown}; valid: {', '.join(MIXERS)}")
   seeds = range(int(opts.get("seeds", 1)))
+  mixers = sorted(mixers, key=lambda m: m != "s4")  # the slowest first (packed rows: its exact reset scan)
   points = [{"model.mixer": m, "model.d_model": matched_width(m, arg), "seed": s} for m in mixers for s in seeds]
   if "linear" in mixers:  # the same linear attention with a short conv: its only handle on token order
     width = matched_width("linear", arg)
