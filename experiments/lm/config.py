@@ -3,7 +3,8 @@
   python -m linear_seq.sweep --config=experiments/lm/config.py --workdir=runs/lm --parallel=2
 Run time (2 cores): ~40 min for the 7 runs of 1200 steps, two side by side, single-threaded: S4's point
 (32 min: on packed rows it runs the exact scan with resets) starts first and the other six (6-9 min each,
-measured) run one after another beside it. (Measured: 45 min for the first six in the old order, S4 fifth.) Smoke test: :tiny=True (2 points, ~1 min).
+measured) run one after another beside it. (Measured: 45 min for the first six in the old order, S4 fifth.)
+Smoke test: :tiny=True (2 points, ~1 min).
 
 Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
 (the same token budget for every mixer), lr 3e-3. The width of each mixer is chosen from WIDTHS so that
@@ -88,16 +89,14 @@ def get_sweep(arg: str = ""):
     raise ValueError(f"unknown mixer(s) {unknown}; valid: {', '.join(MIXERS)}")
   seeds = range(int(opts.get("seeds", 1)))
   mixers = sorted(mixers, key=lambda m: m != "s4")  # the slowest first (packed rows: its exact reset scan)
-  points = [{"model.mixer": m, "model.d_model": matched_width(m, arg), "seed": s} for m in mixers for s in seeds]
-  if "linear" in mixers:  # the same linear attention with a short conv: its only handle on token order
-    width = matched_width("linear", arg)
-    points += [{"model.mixer": "linear", "model.conv_width": CONV_WIDTH, "model.d_model": width, "seed": s}
-               for s in seeds]
-  if "retention" in mixers:  # retention with RoPE on q, k (RetNet's xPos rotation): no extra parameters
-    width = matched_width("retention", arg)
-    points += [{"model.mixer": "retention", "model.retention_pos_encoding": "rope", "model.d_model": width,
-                "seed": s} for s in seeds]
-  return points
+  widths = {m: matched_width(m, arg) for m in mixers}
+  arms = [{"model.mixer": m, "model.d_model": widths[m]} for m in mixers]
+  if "linear" in widths:  # the same linear attention with a short conv: its only handle on token order
+    arms.append({"model.mixer": "linear", "model.conv_width": CONV_WIDTH, "model.d_model": widths["linear"]})
+  if "retention" in widths:  # retention with RoPE on q, k (RetNet's xPos rotation): no extra parameters
+    arms.append({"model.mixer": "retention", "model.retention_pos_encoding": "rope",
+                 "model.d_model": widths["retention"]})
+  return [{**arm, "seed": s} for arm in arms for s in seeds]
 
 
 def get_eval_args(arg: str = ""):

@@ -70,18 +70,18 @@ class Retention(nnx.Module):
     B, T, _ = x_BTD.shape
     H, K = self.num_heads, self.head_dim
     q_BTHK, k_BTHK, v_BTHK = project_heads(x_BTD, (self.q_proj, self.k_proj, self.v_proj), H)
-    if self.pos_encoding == "rope":
-      state = self.init_state(B) if state is None else state
-      pos_BT = segments.positions(segment_ids, state["pos"], T)
-      q_BTHK, k_BTHK, state = rope(q_BTHK, pos_BT), rope(k_BTHK, pos_BT), state["S"]
+    rotary = self.pos_encoding == "rope"
+    S_BHKV = state["S"] if rotary and state is not None else state
+    if rotary:
+      pos_BT = segments.positions(segment_ids, jnp.zeros((B,), jnp.int32) if state is None else state["pos"], T)
+      q_BTHK, k_BTHK = rope(q_BTHK, pos_BT), rope(k_BTHK, pos_BT)
     log_decay = jnp.asarray([math.log(g) for g in self.gamma], jnp.float32)
     reset_BT = segments.reset_log_decay(segment_ids)
     if reset_BT is not None:
       log_decay = reset_BT[:, :, None] + log_decay
-    o_BTHK, state = ops.linear_recurrence(
-        q_BTHK, k_BTHK, v_BTHK, log_decay, initial_state=state,
+    o_BTHK, S_BHKV = ops.linear_recurrence(
+        q_BTHK, k_BTHK, v_BTHK, log_decay, initial_state=S_BHKV,
         mode=self.mode if T > 1 else "recurrent", chunk_size=self.chunk_size)
     o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
-    if self.pos_encoding == "rope":
-      state = dict(S=state, pos=pos_BT[:, -1] + 1)
-    return self.o_proj(jax.nn.swish(self.g_proj(x_BTD)) * o_BTD), state
+    new_state = dict(S=S_BHKV, pos=pos_BT[:, -1] + 1) if rotary else S_BHKV
+    return self.o_proj(jax.nn.swish(self.g_proj(x_BTD)) * o_BTD), new_state
