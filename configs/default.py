@@ -88,13 +88,19 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   # Random seed for parameters and data order.
   c.seed = 0
+  # Comma-separated modules (or .py files) imported first: plug-in mixers, datasets, tokenizers (examples/).
+  c.imports = ""
   c.model = model_config()
 
   c.data = ml_collections.ConfigDict()
-  # shakespeare | local_text | tiny_shakespeare | lm1b (need TensorFlow) | mqar | selective_copy | induction.
+  # shakespeare | local_text | hf_disk | tiny_shakespeare | lm1b (need TensorFlow) | mqar | selective_copy | induction.
   c.data.dataset = "shakespeare"
-  # Folder of .txt files for local_text.
+  # Folder of .txt files for local_text; for hf_disk a datasets save_to_disk folder or a folder of parquet files.
   c.data.path = ""
+  # hf_disk: the column holding the text.
+  c.data.text_column = "text"
+  # Tokenizer of text datasets: byte | bpe (trained on the train split, data.vocab_size entries, cached).
+  c.data.tokenizer = "byte"
   # Where TFDS prepares datasets; '' = ~/tensorflow_datasets.
   c.data.data_dir = ""
   # Training sequence length (tokens per example).
@@ -103,7 +109,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.data.batch_size = 32
   # Seed of the shuffle (independent of the model seed).
   c.data.shuffle_seed = 0
-  # Synthetic tasks: vocabulary size.
+  # Synthetic tasks and the bpe tokenizer: vocabulary size.
   c.data.vocab_size = 1024
   # Synthetic tasks: number of training examples (generated from (seed, index)).
   c.data.num_train = 100_000
@@ -143,6 +149,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.train.keep_checkpoints = 3
   # Shard parameters over the data axis too (FSDP-style) instead of replicating them.
   c.train.fsdp = False
+  # 'START,END': write a jax.profiler trace of steps START..END to WORKDIR/profile/; '' = no profiling.
+  c.train.profile_steps = ""
 
   c.eval = ml_collections.ConfigDict()
   # Evaluation sequence length; 0 = data.seq_len (larger tests length extrapolation).

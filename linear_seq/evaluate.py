@@ -22,9 +22,11 @@ import numpy as np
 
 from linear_seq import checkpoint
 from linear_seq import config_lib
+from linear_seq import data
 from linear_seq import eval_lib
 from linear_seq import metrics as metrics_lib
 from linear_seq import model as model_lib
+from linear_seq import plugins
 from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import train
@@ -61,9 +63,10 @@ class Restored(NamedTuple):
 
 
 def restore(workdir: str, step: Optional[int] = None,
-            config_overrides: Optional[Mapping[str, Any]] = None) -> Restored:
+            config_overrides: Optional[Mapping[str, Any]] = None, *, need_data: bool = True) -> Restored:
   """The workdir's config (+ overrides, e.g. {'eval.seq_len': 512}) and its checkpoint (latest or `step`),
-  restored onto the current devices."""
+  restored onto the current devices. need_data=False reads nothing but the workdir (the tokenizer saved
+  there; linear_seq.load), so the data may have moved."""
   ckpt = checkpoint.Checkpointer(workdir, read_only=True) if os.path.isdir(
       checkpoint.checkpoint_dir(workdir)) else None
   if ckpt is None or not ckpt.all_steps():
@@ -78,13 +81,21 @@ def restore(workdir: str, step: Optional[int] = None,
         config = config_lib.apply_overrides(config, config_overrides)
       except ValueError as e:
         raise train.ConfigError(str(e)) from e
-    info = train.check_config(config)
+    info = train.check_config(config) if need_data else _saved_info(config, workdir)
     mesh = sharding.make_mesh()
     static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
     step, state, _ = ckpt.restore(checkpoint.abstract_like(abstract, shardings), step=step)
   finally:
     ckpt.close()
   return Restored(config, info, static, step, state)
+
+
+def _saved_info(config: ml_collections.ConfigDict, workdir: str):
+  try:
+    plugins.import_modules(config)
+    return data.restored_info(config.data, workdir)
+  except (KeyError, ValueError) as e:
+    raise train.ConfigError(str(e).strip("'\"")) from e
 
 
 def evaluate(workdir: str, step: Optional[int] = None, config_overrides: Optional[Mapping[str, Any]] = None, *,

@@ -1,6 +1,11 @@
 """Training metrics: workdir/metrics.jsonl, TensorBoard event files (tensorboardX, no TensorFlow) and progress
 output — a tqdm bar on an interactive terminal, plain log lines otherwise.
 
+TensorBoard tags are grouped: train/loss, train/learning_rate, train/grad_norm, train/tokens_per_sec, ...;
+eval/loss, eval/bits_per_byte, eval/accuracy. Every line also goes to the log (with the bar, printed above
+it) as `step 50/400 (12%, ETA 1m05s): train_loss=...`; the ETA is measured from the end of the first step,
+so compilation is not in it.
+
 metrics.jsonl holds one JSON object per line: train lines {step, train_loss, learning_rate, tokens_per_sec, ...}
 and eval lines {step, eval_loss, eval_accuracy?, ...}. On resume from step S the lines with step > S are dropped
 first, so the file reads as one uninterrupted run.
@@ -10,6 +15,7 @@ import logging as pylogging
 import math
 import os
 import sys
+import time
 from typing import Mapping, Optional
 
 from absl import logging
@@ -84,6 +90,8 @@ class MetricsWriter:
     self.enabled = enabled
     self.path = os.path.join(workdir, METRICS_FILE)
     self._file = self._tb = self._bar = None
+    self.total_steps = total_steps
+    self._ref: Optional[tuple[int, float]] = None  # (step, time) at the end of the first step: ETA's origin
     if not enabled:
       return
     os.makedirs(workdir, exist_ok=True)
@@ -107,19 +115,34 @@ class MetricsWriter:
     record = {"step": int(step), **{k: _clean(v) for k, v in metrics.items()}}
     self._file.write(json.dumps(record) + "\n")
     self._file.flush()
+    is_eval = any(k.startswith("eval") for k in metrics)
     for key, value in metrics.items():
       if isinstance(value, (int, float)) and not isinstance(value, bool):
-        self._tb.add_scalar(key, value, step)
+        self._tb.add_scalar(tensorboard_tag(key, is_eval), value, step)
     text = " ".join(f"{k}={_fmt(v)}" for k, v in metrics.items())
+    line = f"{self.progress(step)}: {text}"
     if self._bar is not None:
-      self._bar.set_postfix_str(text, refresh=True)
-      if any(k.startswith("eval") for k in metrics):
-        self._bar.write(f"step {step}: {text}")
+      if not is_eval:
+        self._bar.set_postfix_str(text, refresh=False)
+      self._bar.write(line)
     else:
-      logging.info("step %d: %s", step, text)
+      logging.info("%s", line)
+
+  def progress(self, step: int, now: Optional[float] = None) -> str:
+    """'step 50/400 (12%, ETA 1m05s)' ('step 50' without total_steps; 'ETA ?' before two timed steps)."""
+    if not self.total_steps:
+      return f"step {step}"
+    out = f"step {step}/{self.total_steps} ({100 * step / self.total_steps:.0f}%"
+    if self._ref is None or step <= self._ref[0]:
+      return out + ", ETA ?)" if step < self.total_steps else out + ")"
+    now = time.perf_counter() if now is None else now
+    per_step = (now - self._ref[1]) / (step - self._ref[0])
+    return out + f", ETA {_duration(per_step * max(self.total_steps - step, 0))})"
 
   def advance(self, step: int) -> None:
-    """Moves the progress bar to `step` (no-op without a bar)."""
+    """Step `step` has been dispatched: moves the bar; the first call starts the ETA's clock."""
+    if self._ref is None:
+      self._ref = (step, time.perf_counter())
     if self._bar is not None and step > self._bar.n:
       self._bar.update(step - self._bar.n)
 
@@ -131,6 +154,20 @@ class MetricsWriter:
     if self._bar is not None:
       self._bar.close()
       self._bar = None
+
+
+def tensorboard_tag(key: str, is_eval: bool) -> str:
+  """'train_loss' -> 'train/loss', 'learning_rate' -> 'train/learning_rate'; in an eval line 'eval_loss' ->
+  'eval/loss', 'bits_per_byte' -> 'eval/bits_per_byte', 'eval_accuracy' -> 'eval/accuracy'."""
+  group = "eval" if is_eval else "train"
+  return f"{group}/{key.removeprefix(group + '_')}"
+
+
+def _duration(seconds: float) -> str:
+  seconds = int(round(seconds))
+  h, rest = divmod(seconds, 3600)
+  m, s = divmod(rest, 60)
+  return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
 def _fmt(value) -> str:

@@ -78,14 +78,16 @@ def merge(static: Static, state: State) -> "model_lib.LM":
 
 def loss_terms(logits_BTV: jax.Array, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
   """Weighted next-token cross entropy: sums over the batch (float32) of nll·w, w, [argmax = target]·w,
-  w on byte targets (byte-level ids < 256; for bits per byte), and per position [T] sums of nll·w and w."""
+  the bytes predicted (batch['target_bytes'] when given, else w on byte-level ids < 256; for bits per byte),
+  and per position [T] sums of nll·w and w."""
   logits_BTV = logits_BTV.astype(jnp.float32)
   targets_BT, w_BT = batch["targets"], batch["weights"].astype(jnp.float32)
   logz_BT = jax.nn.logsumexp(logits_BTV, axis=-1)
   nll_BT = logz_BT - jnp.take_along_axis(logits_BTV, targets_BT[..., None], axis=-1)[..., 0]
   correct_BT = (jnp.argmax(logits_BTV, axis=-1) == targets_BT).astype(jnp.float32)
   return {"nll": jnp.sum(nll_BT * w_BT), "weight": jnp.sum(w_BT), "correct": jnp.sum(correct_BT * w_BT),
-          "byte_weight": jnp.sum(w_BT * (targets_BT < tokenizer.NUM_BYTES)),
+          "byte_weight": (jnp.sum(batch["target_bytes"]) if "target_bytes" in batch
+                          else jnp.sum(w_BT * (targets_BT < tokenizer.NUM_BYTES))),
           "position_nll": jnp.sum(nll_BT * w_BT, axis=0), "position_weight": jnp.sum(w_BT, axis=0)}
 
 

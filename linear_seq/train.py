@@ -23,12 +23,15 @@ from linear_seq import mixers
 from linear_seq import model as model_lib
 from linear_seq import ops
 from linear_seq import optim
+from linear_seq import plugins
+from linear_seq import profiling
 from linear_seq import sharding
 from linear_seq import steps
 
 # Config fields whose change makes a workdir's checkpoints unusable (the model's shapes or the data stream; other
 # changes, e.g. train.num_steps or the learning rate, are fine: the optimizer state has a fixed structure).
-_INCOMPATIBLE = ("model.", "seed", "data.dataset", "data.path", "data.vocab_size")
+_INCOMPATIBLE = ("model.", "seed", "data.dataset", "data.path", "data.vocab_size", "data.tokenizer",
+                 "data.text_column")
 
 
 class ConfigError(ValueError):
@@ -45,6 +48,7 @@ def check_config(config: ml_collections.ConfigDict):
   """Fails fast, before any compile: unknown dataset / mixer / feature map (listing the valid names), model or
   optimizer values that cannot work (ModelConfig's and optim's checks). Returns the dataset info."""
   try:
+    plugins.import_modules(config)
     info = data.dataset_info(config.data)
     for name in layer_mixer_names(config.model):
       mixers.get(name)
@@ -54,6 +58,10 @@ def check_config(config: ml_collections.ConfigDict):
     steps.make_optimizer(config.train)
   except (KeyError, ValueError) as e:
     raise ConfigError(str(e).strip("'\"")) from e
+  try:
+    profiling.parse_steps(config.train.get("profile_steps", ""))
+  except ValueError as e:
+    raise ConfigError(str(e)) from e
   if config.train.num_steps < 0 or min(config.train.log_every, config.train.eval_every,
                                        config.train.checkpoint_every) <= 0:
     raise ConfigError("train.num_steps must be >= 0 and train.log_every, eval_every, checkpoint_every > 0")
@@ -104,6 +112,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     start, state = 0, steps.init_state(config, info.vocab_size, static, shardings)
   if is_primary:
     config_lib.save_config(config, workdir)
+    data.save_tokenizer(info, workdir)
 
   num_steps = int(config.train.num_steps)
   n_params = steps.num_params(state)
@@ -120,11 +129,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   interval: list[float] = []  # checked losses since the last train line
   last_log_step, last_log_time, paused = start, t0, 0.0  # paused: eval/checkpoint seconds in the interval
   last_good = ckpt.latest_step()
+  profiler = profiling.Profiler(config.train.get("profile_steps", ""), workdir)
   try:
     for step in range(start + 1, num_steps + 1):
       state = _maybe_redraw(state, static, shardings, config, step)
       batch = sharding.global_batch(next(train_it), mesh)
+      profiler.before(step)
       state, out = steps.train_step_jit(state, batch, static=static)
+      profiler.after(step, out)
       pending.append((step, out["loss"], out["grad_norm"]))
       writer.advance(step)
       is_last = step == num_steps
@@ -162,6 +174,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         final.update(line)
       paused += time.perf_counter() - tic  # evaluation and saving are not training throughput
   finally:
+    profiler.close()
     writer.close()
     ckpt.close()
   if start >= num_steps:

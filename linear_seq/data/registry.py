@@ -3,13 +3,22 @@
 Text datasets are prepared once with TFDS (array_record, no TensorFlow) into config.data.data_dir, or TFDS's
 default (~/tensorflow_datasets, or $TFDS_DATA_DIR) when it is '':
   <data_dir>/shakespeare/1.0.0/, <data_dir>/local_text/h<fingerprint>/1.0.0/, <data_dir>/tiny_shakespeare/...
+and tokenized with config.data.tokenizer (tokenizer.py; a trained one is cached beside the prepared data).
+
+Plug-ins: `@register_dataset('mine')` on a function config.data -> a TFDS builder whose examples have a
+'text' feature (bytes) and 'train' and 'validation' splits (e.g. a text_files.TextFilesBuilder subclass);
+`@register_dataset('mine', kind='synthetic')` on a function (config.data, split, seq_len, seed) -> Examples
+(pipeline.py). Then --config.data.dataset=mine (with --config.imports=the_module).
 """
 import dataclasses
-from typing import Any
+import os
+from typing import Any, Callable
 
 import grain
 import tensorflow_datasets as tfds
 
+from linear_seq.data import bpe  # noqa: F401  (registers the bpe tokenizer)
+from linear_seq.data import hf_disk
 from linear_seq.data import local_text
 from linear_seq.data import pipeline
 from linear_seq.data import shakespeare
@@ -22,6 +31,7 @@ from linear_seq.data import tokenizer as tokenizer_lib
 DATASETS = {
     "shakespeare": "text",
     "local_text": "text",
+    "hf_disk": "text",
     "tiny_shakespeare": "text",
     "lm1b": "text",
     "mqar": "synthetic",
@@ -29,16 +39,29 @@ DATASETS = {
     "induction": "synthetic",
 }
 SPLITS = ("train", "validation")
+# Plug-in datasets: name -> factory (see the module docstring); `register_dataset` adds to it and to DATASETS.
+FACTORIES: dict[str, Callable[..., Any]] = {}
+
+
+def register_dataset(name: str, kind: str = "text") -> Callable[[Callable], Callable]:
+  """Decorator registering a dataset factory under `name` (kind 'text' or 'synthetic'; see the docstring)."""
+  if kind not in ("text", "synthetic"):
+    raise ValueError(f"dataset kind must be 'text' or 'synthetic', got {kind!r}")
+  def add(factory: Callable) -> Callable:
+    DATASETS[name], FACTORIES[name] = kind, factory
+    return factory
+  return add
 
 
 @dataclasses.dataclass(frozen=True)
 class DatasetInfo:
-  """name; vocab_size (byte tokenizer: 258 = 256 bytes + BOS + PAD; synthetic: config.data.vocab_size);
-  kind 'text' | 'synthetic'; tokenizer (ByteTokenizer for text, None for synthetic tasks)."""
+  """name; vocab_size (byte tokenizer: 258 = 256 bytes + BOS + PAD; bpe: data.vocab_size; synthetic:
+  config.data.vocab_size); kind 'text' | 'synthetic'; tokenizer (text: config.data.tokenizer's, e.g.
+  ByteTokenizer; None for synthetic tasks)."""
   name: str
   vocab_size: int
   kind: str
-  tokenizer: tokenizer_lib.ByteTokenizer | None
+  tokenizer: Any
 
 
 def _kind(config: Any) -> str:
@@ -58,7 +81,32 @@ def _text_builder(config: Any) -> tfds.core.DatasetBuilder:
     return builder
   if name == "local_text":
     return local_text.LocalText(path=config.path, data_dir=data_dir, file_format="array_record")
+  if name == "hf_disk":
+    return hf_disk.HFDisk(path=config.path, text_column=config.get("text_column", "text"), data_dir=data_dir,
+                          file_format="array_record")
+  if name in FACTORIES:
+    return FACTORIES[name](config)
   return tfds_text.builder(name, config.data_dir)
+
+
+def _tokenizer_class(config: Any) -> type:
+  return tokenizer_lib.get_tokenizer(config.get("tokenizer", "byte"))  # (old workdirs' configs lack the field)
+
+
+def _source_split(config: Any, split: str) -> str:
+  return tfds_text.split_name(config.dataset, split) if config.dataset in tfds_text.DATASETS else split
+
+
+def _text_tokenizer(config: Any, builder: tfds.core.DatasetBuilder):
+  """config.data.tokenizer built for this corpus (a trained one prepares the data and caches beside it)."""
+  cls = _tokenizer_class(config)
+
+  def train_documents():
+    text.prepare(builder)
+    source = builder.as_data_source(split=_source_split(config, "train"))
+    return (source[i]["text"] for i in range(len(source)))
+
+  return cls.build(config, train_documents, str(builder.data_dir))
 
 
 def dataset_info(config: Any) -> DatasetInfo:
@@ -67,9 +115,25 @@ def dataset_info(config: Any) -> DatasetInfo:
   kind = _kind(config)
   if kind == "synthetic":
     return DatasetInfo(config.dataset, int(config.vocab_size), kind, None)
-  _text_builder(config)
-  tok = tokenizer_lib.ByteTokenizer()
+  builder = _text_builder(config)
+  tok = _text_tokenizer(config, builder)
   return DatasetInfo(config.dataset, tok.vocab_size, kind, tok)
+
+
+def restored_info(config: Any, workdir: str) -> DatasetInfo:
+  """DatasetInfo of a training workdir without touching the data: the tokenizer is the one saved there."""
+  kind = _kind(config)
+  if kind == "synthetic":
+    return DatasetInfo(config.dataset, int(config.vocab_size), kind, None)
+  tok = _tokenizer_class(config).load(config, workdir)
+  return DatasetInfo(config.dataset, tok.vocab_size, kind, tok)
+
+
+def save_tokenizer(info: DatasetInfo, workdir: str) -> None:
+  """Saves the tokenizer's state (if it has any) in the workdir, for restored_info."""
+  if info.tokenizer is not None:
+    os.makedirs(workdir, exist_ok=True)
+    info.tokenizer.save(workdir)
 
 
 def make_examples(config: Any, split: str, *, seq_len: int, seed: int) -> pipeline.Examples:
@@ -79,6 +143,8 @@ def make_examples(config: Any, split: str, *, seq_len: int, seed: int) -> pipeli
     raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
   if not isinstance(seq_len, int) or seq_len < 1:
     raise ValueError(f"seq_len must be a positive integer, got {seq_len!r}")
+  if kind == "synthetic" and config.dataset in FACTORIES:
+    return FACTORIES[config.dataset](config, split, seq_len, seed)
   if kind == "synthetic":
     return synthetic.SyntheticTask(
         config.dataset, vocab_size=int(config.vocab_size), seq_len=seq_len, seed=seed, split=split,
@@ -86,10 +152,8 @@ def make_examples(config: Any, split: str, *, seq_len: int, seed: int) -> pipeli
         num_kv_pairs=int(config.num_kv_pairs), num_tokens_to_copy=int(config.num_tokens_to_copy))
   builder = _text_builder(config)
   text.prepare(builder)
-  if config.dataset in tfds_text.DATASETS:
-    split = tfds_text.split_name(config.dataset, split)
-  tok = tokenizer_lib.ByteTokenizer()
-  return text.PackedRows(text.load_stream(builder, split, tok), seq_len, tok)
+  tok = _text_tokenizer(config, builder)
+  return text.PackedRows(text.load_stream(builder, _source_split(config, split), tok), seq_len, tok)
 
 
 def make_iterator(config: Any, split: str = "train", *, batch_size: int, seq_len: int, seed: int,

@@ -1,10 +1,13 @@
 """Text corpora as packed rows: documents joined into one token stream, cut into rows of seq_len + 1.
 
-Stream: [BOS, doc_0 bytes..., BOS, doc_1 bytes..., ...] in the data source's (deterministic) order.
+Stream: [BOS, doc_0 tokens..., BOS, doc_1 tokens..., ...] in the data source's (deterministic) order (tokens =
+bytes with the byte tokenizer).
 Row i = stream[i*T : i*T + T + 1] (padded with PAD past the end); inputs = row[:-1], targets = row[1:].
 Consecutive rows overlap by one token, so the targets of rows 0..N-1 are non-overlapping windows that
 predict every byte of the split exactly once (N = ceil((len(stream) - 1) / T)).
-  weights[t]     = 1 where targets[t] is a byte, 0 where it is BOS or PAD (so loss / ln 2 = bits per byte);
+  weights[t]     = 1 where targets[t] is text, 0 where it is BOS or PAD (byte tokenizer: loss / ln 2 = bits/byte);
+  target_bytes[t] = bytes of text targets[t] stands for, times weights[t] (1 or 0 with the byte tokenizer): total
+                   nats / ln 2 / sum(target_bytes) is bits per byte whatever the tokenizer;
   segment_ids[t] = 1 + number of BOS among inputs[1..t] (a row spanning two documents reads 1,..,1,2,..,2;
                    the model resets its state where the id changes), 0 on PAD.
 """
@@ -19,7 +22,7 @@ from tensorflow_datasets.core.utils import tqdm_utils
 
 from linear_seq.data import tokenizer as tokenizer_lib
 
-_STREAMS: dict[tuple[str, str], np.ndarray] = {}
+_STREAMS: dict[tuple[str, str, str], np.ndarray] = {}
 _LOCK = threading.Lock()
 
 
@@ -52,8 +55,8 @@ def _download_and_prepare(builder: tfds.core.DatasetBuilder) -> None:
 
 
 def load_stream(builder: tfds.core.DatasetBuilder, split: str, tok: tokenizer_lib.ByteTokenizer) -> np.ndarray:
-  """The split's token stream, uint16 [L]; cached per (prepared data dir, split) in this process."""
-  key = (str(builder.data_dir), split)
+  """The split's token stream, uint16 [L]; cached per (prepared data dir, split, tokenizer) in this process."""
+  key = (str(builder.data_dir), split, getattr(tok, "cache_key", type(tok).__name__))
   with _LOCK:
     if key not in _STREAMS:
       source = builder.as_data_source(split=split)
@@ -71,6 +74,7 @@ class PackedRows:
 
   def __init__(self, stream: np.ndarray, seq_len: int, tok: tokenizer_lib.ByteTokenizer):
     self.stream, self.seq_len, self.tok = stream, seq_len, tok
+    self.token_bytes = np.asarray(tok.token_bytes(), np.float32)
     self.num_rows = max(0, -(-(len(stream) - 1) // seq_len))
 
   def __len__(self) -> int:
@@ -85,11 +89,13 @@ class PackedRows:
     is_bos = inputs == self.tok.bos_id
     segment_ids = 1 + np.cumsum(is_bos, dtype=np.int32) - is_bos[0]
     segment_ids[inputs == self.tok.pad_id] = 0
+    weights = ((targets != self.tok.bos_id) & (targets != self.tok.pad_id)).astype(np.float32)
     return {
         "inputs": inputs,
         "targets": targets,
-        "weights": (targets < tokenizer_lib.NUM_BYTES).astype(np.float32),
+        "weights": weights,
         "segment_ids": segment_ids.astype(np.int32),
+        "target_bytes": self.token_bytes[targets] * weights,
     }
 
   def pad(self) -> dict[str, np.ndarray]:
@@ -99,4 +105,5 @@ class PackedRows:
         "targets": np.full([t], self.tok.pad_id, np.int32),
         "weights": np.zeros([t], np.float32),
         "segment_ids": np.zeros([t], np.int32),
+        "target_bytes": np.zeros([t], np.float32),
     }

@@ -8,7 +8,6 @@ Split rule (shared by `shakespeare` and `local_text`), on the files sorted by re
     than 10 files the last file is validation (so there is always one);
   * a single file: the first 95% of its bytes are train, the last 5% (at least 1 byte) validation.
 """
-import abc
 import math
 import os
 from collections.abc import Iterator, Sequence
@@ -61,9 +60,9 @@ class TextFilesBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
   VERSION = tfds.core.Version("1.0.0")
   RELEASE_NOTES = {"1.0.0": "One example per text file: raw bytes + relative name."}
 
-  @abc.abstractmethod
   def _files(self) -> list[tuple[str, str]]:
     """(relative name, absolute path) of every document of the corpus."""
+    raise NotImplementedError(f"{type(self).__name__} must define _files() or _split_documents()")
 
   def _info(self) -> tfds.core.DatasetInfo:
     return tfds.core.DatasetInfo(
@@ -72,9 +71,14 @@ class TextFilesBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         features=tfds.features.FeaturesDict({"text": tfds.features.Text(), "name": tfds.features.Text()}),
     )
 
+  def _split_documents(self) -> dict[str, list[tuple[str, bytes]]]:
+    """{split: [(unique name, text bytes), ...]}; by default `split_documents(self._files())`. Subclasses with
+    documents that are not files override this instead of `_files`."""
+    return split_documents(self._files())
+
   def _split_generators(self, dl_manager):
     del dl_manager  # Local files only: nothing is downloaded.
-    return {split: self._generate_examples(docs) for split, docs in split_documents(self._files()).items()}
+    return {split: self._generate_examples(docs) for split, docs in self._split_documents().items()}
 
   def _generate_examples(self, docs: list[tuple[str, bytes]]) -> Iterator[tuple[str, dict]]:
     for name, data in docs:

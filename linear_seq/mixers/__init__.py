@@ -7,6 +7,9 @@ Every mixer owns its parameters and projections and calls one op from `linear_se
 state=None starts fresh and the call returns the state after the last token; segment_ids int [B,T]
 marks packed documents (a change of id starts a document: linear mixers and S4 reset their state,
 softmax masks across documents).
+
+A user's mixer (same interface) registers from its own module: `@linear_seq.mixers.register('mine')` on the
+class, then `--config.imports=my_module --config.model.mixer=mine` (see examples/).
 """
 from linear_seq.mixers.gla import GatedLinearAttention
 from linear_seq.mixers.linear import LinearAttention
@@ -24,6 +27,14 @@ MIXERS = {
 }
 
 
+def register(name: str):
+  """Class decorator adding a mixer class to MIXERS under `name`."""
+  def add(cls: type) -> type:
+    MIXERS[name] = cls
+    return cls
+  return add
+
+
 def get(name: str) -> type:
   """The mixer class registered under `name`; ValueError listing the valid names otherwise."""
   if name not in MIXERS:
@@ -31,5 +42,5 @@ def get(name: str) -> type:
   return MIXERS[name]
 
 
-__all__ = ["MIXERS", "get", "RandomProjection", "SoftmaxAttention", "LinearAttention", "Retention",
+__all__ = ["MIXERS", "get", "register", "RandomProjection", "SoftmaxAttention", "LinearAttention", "Retention",
            "GatedLinearAttention", "S4D"]
