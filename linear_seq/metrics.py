@@ -124,7 +124,7 @@ class MetricsWriter:
     if self._bar is not None:
       if not is_eval:
         self._bar.set_postfix_str(text, refresh=False)
-      self._bar.write(line)
+      self._bar.write(line, file=sys.stderr)
     else:
       logging.info("%s", line)
 

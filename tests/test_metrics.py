@@ -34,7 +34,26 @@ def test_plain_log_lines_when_not_a_tty(tmp_path, caplog):
   with caplog.at_level("INFO"):
     w.write(3, {"train_loss": 2.5, "tokens_per_sec": 1234.5})
   w.close()
-  assert "step 3: train_loss=2.5 tokens_per_sec=1234" in caplog.text
+  assert "step 3/3 (100%): train_loss=2.5 tokens_per_sec=1234" in caplog.text
+
+
+def test_progress_percent_and_eta_from_the_first_step(tmp_path, caplog):
+  w = metrics.MetricsWriter(str(tmp_path), total_steps=100, progress=False)
+  assert w.progress(1) == "step 1/100 (1%, ETA ?)"
+  w.advance(1)                        # the first step (compilation) ends here
+  t0 = w._ref[1]
+  assert w.progress(11, now=t0 + 2.5) == "step 11/100 (11%, ETA 22s)"      # 0.25 s/step, 89 steps left
+  assert w.progress(51, now=t0 + 200.0) == "step 51/100 (51%, ETA 3m16s)"  # 4 s/step, 49 steps left
+  assert metrics.MetricsWriter(str(tmp_path / "b"), enabled=False).progress(7) == "step 7"
+  w.close()
+
+
+def test_tensorboard_tags_are_grouped():
+  assert metrics.tensorboard_tag("train_loss", False) == "train/loss"
+  assert metrics.tensorboard_tag("learning_rate", False) == "train/learning_rate"
+  assert metrics.tensorboard_tag("eval_loss", True) == "eval/loss"
+  assert metrics.tensorboard_tag("bits_per_byte", True) == "eval/bits_per_byte"
+  assert metrics.tensorboard_tag("eval_accuracy", True) == "eval/accuracy"
 
 
 def test_progress_bar(tmp_path, capsys):
@@ -44,6 +63,7 @@ def test_progress_bar(tmp_path, capsys):
   w.close()
   err = capsys.readouterr().err
   assert "train_loss=2.5" in err and "1/3" in err
+  assert "step 1/3 (33%, ETA ?): train_loss=2.5" in err   # train lines stay in the log above the bar
 
 
 def test_disabled_writer_writes_nothing(tmp_path):

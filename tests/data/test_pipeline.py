@@ -12,7 +12,7 @@ from linear_seq.data import tokenizer as tokenizer_lib
 from tests.data.conftest import default_data_config
 from tests.data.conftest import write_files
 
-KEYS = ("inputs", "targets", "weights", "segment_ids")
+KEYS = ("inputs", "targets", "weights", "segment_ids", "target_bytes")
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_deterministic_and_resumable(which, text_config, mqar_config):
   b = first[0]
   expected = {"inputs": ((4, 8), np.int32), "targets": ((4, 8), np.int32), "weights": ((4, 8), np.float32)}
   if which == "text":  # synthetic rows are single examples: no segment_ids
-    expected["segment_ids"] = ((4, 8), np.int32)
+    expected["segment_ids"], expected["target_bytes"] = ((4, 8), np.int32), ((4, 8), np.float32)
   assert {k: (v.shape, v.dtype) for k, v in b.items()} == expected
 
 

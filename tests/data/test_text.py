@@ -153,8 +153,10 @@ def test_packed_rows_segments_weights_padding():
   np.testing.assert_array_equal(r2["targets"], [ord("i"), p, p, p, p])
   np.testing.assert_array_equal(r2["segment_ids"], [1, 1, 0, 0, 0])
   np.testing.assert_array_equal(r2["weights"], [1, 0, 0, 0, 0])
+  np.testing.assert_array_equal(r2["target_bytes"], r2["weights"])   # one byte per byte token
   assert {k: v.dtype for k, v in r0.items()} == {"inputs": np.int32, "targets": np.int32,
-                                                 "weights": np.float32, "segment_ids": np.int32}
+                                                 "weights": np.float32, "segment_ids": np.int32,
+                                                 "target_bytes": np.float32}
 
 
 def test_unknown_dataset_lists_valid_names(data_config):
