@@ -1,4 +1,7 @@
-"""linear_seq.load: restore from the workdir alone (the data moved away), generate, logits, evaluate; profiling."""
+"""linear_seq.load: restore from the workdir alone (the data moved away), generate, logits, evaluate; profiling.
+
+The run trains the tiny config with the bpe tokenizer, so the restore also covers the tokenizer saved in the
+workdir (the byte tokenizer needs no state; tests/test_plugins.py restores a run with a plug-in tokenizer)."""
 import glob
 import logging
 import os
@@ -35,7 +38,8 @@ def tiny_text(tmp, **overrides):
 def trained(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("api")
   workdir = str(tmp / "run")
-  config = tiny_text(tmp, **{"train.num_steps": 3, "train.profile_steps": "2,3"})
+  config = tiny_text(tmp, **{"train.num_steps": 3, "train.profile_steps": "2,3", "data.tokenizer": "bpe",
+                             "data.vocab_size": 300})
   train.train_and_evaluate(config, workdir)
   return workdir, config
 
@@ -63,13 +67,14 @@ def test_load_needs_only_the_workdir_and_uses_every_method(trained, caplog, tmp_
       warnings.simplefilter("always")
       run = linear_seq.load(workdir)
     assert not caught and not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
-    assert run.step == 3 and run.config.to_dict() == config.to_dict() and run.tokenizer.vocab_size == 258
+    assert run.step == 3 and run.config.to_dict() == config.to_dict() and run.tokenizer.vocab_size == 300
+    assert type(run.tokenizer).__name__ == "BPETokenizer" and os.path.exists(os.path.join(workdir, "tokenizer.json"))
     assert linear_seq.load(workdir, step=2).step == 2
 
     prompt = "Now is the"
     ids = [run.tokenizer.bos_id, *run.tokenizer.encode(prompt)]
     logits = run.logits(prompt)
-    assert logits.shape == (len(ids), 258) and logits.dtype == np.float32
+    assert logits.shape == (len(ids), 300) and logits.dtype == np.float32
     np.testing.assert_array_equal(run.logits(ids), logits)
     np.testing.assert_allclose(run.logits([ids, ids])[1], logits, rtol=1e-6, atol=1e-6)
     # Greedy generation continues with the argmax of the last position's logits, and so on.
