@@ -84,9 +84,9 @@ def test_load_needs_only_the_workdir_and_uses_every_method(trained, caplog, tmp_
     np.testing.assert_array_equal(np.argmax(again[-3:], axis=-1), greedy[1:])
     text = run.generate(prompt, 4, temperature=0)
     assert isinstance(text, str) and text == run.tokenizer.decode(greedy)
-    sampled = run.generate(prompt, 8, temperature=1.0, seed=1)
-    assert sampled == run.generate(prompt, 8, temperature=1.0, seed=1)
-    assert run.generate([ids, ids], 3, temperature=0).shape == (2, 3)
+    sampled = run.generate(prompt, 4, temperature=1.0, seed=1)   # (same shapes: no new compile)
+    assert sampled == run.generate(prompt, 4, temperature=1.0, seed=1)
+    np.testing.assert_array_equal(run.generate([ids, ids], 4, temperature=0), [greedy, greedy])
     with pytest.raises(ValueError, match="not a folder"):
       run.evaluate()  # only evaluate reads the data
   finally:
