@@ -1,9 +1,9 @@
 """Study 3: how much decay? Retention with fixed gammas (and RetNet's multi-scale default), GLA gate temperatures.
 
-  python -m linear_seq.sweep --config=experiments/decay/config.py --workdir=runs/decay --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/decay/config.py --workdir=runs/decay --parallel=2
 Run time (measured): 10 runs on MQAR's main point, 46 min on one core (~22 min with --parallel=2);
 `:seeds=3` adds 20 runs (44 min measured with --parallel=2): ~67 min for all 30.
-  python -m linear_seq.sweep --config=experiments/decay/config.py:task=lm --workdir=runs/decay_lm --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/decay/config.py:task=lm --workdir=runs/decay_lm --parallel=2
 (the same arms on the Shakespeare LM of the feature-map study, ~35 min).
 Smoke test: :tiny=True (2 points, ~1 min).
 

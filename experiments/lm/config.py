@@ -1,6 +1,6 @@
 """Study 4: language modelling on Shakespeare: the five mixers at (nearly) equal parameter count, same tokens.
 
-  python -m linear_seq.sweep --config=experiments/lm/config.py --workdir=runs/lm --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/lm/config.py --workdir=runs/lm --parallel=2
 Run time (2 cores): ~40 min for the 7 runs of 1200 steps, two side by side, single-threaded: S4's point
 (32 min: on packed rows it runs the exact scan with resets) starts first and the other six (6-9 min each,
 measured) run one after another beside it. (Measured: 45 min for the first six in the old order, S4 fifth.)
@@ -11,7 +11,7 @@ Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_le
 its parameter count is nearest softmax's at width 128 (GLA's gate projections and retention's output gate
 add parameters); the table lists the resulting params. Evaluation also writes the loss per position in the
 context (position_loss.json, for "how much does a longer context help") and the decode time per token
-after a full context (decode.json, `python -m linear_seq.speed --decode_workdir=SUB`).
+after a full context (decode.json, `python -m linear_seq.studies.speed --decode_workdir=SUB`).
 A sixth arm runs linear attention with the short causal conv (width 4): without decay, positions or a conv,
 linear attention sees its prefix as an unordered (normalized) sum, so it cannot tell which byte came last.
 A seventh runs retention with RoPE on q and k (RetNet's xPos rotation, without its scaling): the fixed
@@ -106,7 +106,7 @@ def get_eval_args(arg: str = ""):
 
 def get_extra_commands(arg: str = ""):
   steps = 4 if config_lib.parse_options(arg, OPTIONS).get("tiny") else 32
-  return [(["-m", "linear_seq.speed", "--decode_workdir={workdir}", f"--decode_steps={steps}"], "decode.json")]
+  return [(["-m", "linear_seq.studies.speed", "--decode_workdir={workdir}", f"--decode_steps={steps}"], "decode.json")]
 
 
 def get_plots(arg: str = ""):

@@ -1,7 +1,7 @@
 """Study 1: multi-query associative recall (Zoology MQAR) across the mixers, widths and state sizes.
 
 Main grid (24 runs) and follow-up (12 runs, chosen from the main grid's results) in one command:
-  python -m linear_seq.sweep --config=experiments/mqar/config.py:followup=True --workdir=runs/mqar --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:followup=True --workdir=runs/mqar --parallel=2
 Without `:followup=True` only the main grid runs. Smoke test (2 points, ~1 min): :tiny=True.
 Follow-up: at the largest width and each arm's best learning rate, the harder point (T, kv) = (128, 8) and
 the ablation without the short convolution.

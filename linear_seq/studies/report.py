@@ -257,7 +257,7 @@ def markdown(rows: Sequence[dict[str, Any]], *, study: str, command: str, env: d
 def write_report(workdir: str, rows: Sequence[dict[str, Any]], *, study: str, command: str = "",
                  plots: Sequence[dict[str, Any]] | None = None, point_env: dict[str, str] | None = None) -> list[str]:
   """Writes results.csv, the plots and results.md into `workdir`; returns the written file names."""
-  from linear_seq import plots as plots_lib  # pylint: disable=g-import-not-at-top
+  from linear_seq.studies import plots as plots_lib  # pylint: disable=g-import-not-at-top
 
   write_csv(os.path.join(workdir, "results.csv"), rows)
   plot_files = plots_lib.draw(plots, rows, workdir)

@@ -1,6 +1,6 @@
 """Sweep runner: train + evaluate every point of a config's `get_sweep()`, then write the study's report.
 
-  python -m linear_seq.sweep --config=experiments/mqar/config.py[:args] --workdir=DIR \
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py[:args] --workdir=DIR \
       [--parallel=N] [--dry_run] [--config.train.num_steps=...]
 
 A config file defines `get_config(arg)` and `get_sweep()` (or `get_sweep(arg)`), a list of override dicts
@@ -15,7 +15,7 @@ sweep goes on; the exit status is non-zero if any point failed.
 Optional hooks in the config file:
   get_followup_sweep(rows[, arg]) -> more override dicts, run after the first points finish (`rows` are
       report.collect's rows, e.g. pick each arm's best learning rate for a harder setting);
-  get_plots([arg]) -> plot specs for linear_seq.plots (default: the main metric per point);
+  get_plots([arg]) -> plot specs for linear_seq.studies.plots (default: the main metric per point);
   get_eval_args([arg]) -> extra flags for linear_seq.evaluate;
   get_extra_commands([arg]) -> [(module_args, output_file), ...] run after evaluate in each point, e.g.
       (['-m', 'linear_seq.probe', '--workdir={workdir}'], 'probe.json'); scalars in output_file join the table
@@ -250,7 +250,7 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
     raise ValueError(f"--parallel must be >= 1, got {parallel}")
   base_env = dict(os.environ if env is None else env)
   # The points run from the repository root, so linear_seq imports even when not installed.
-  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   base_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, base_env.get("PYTHONPATH", "")]))
   if parallel > 1:
     base_env.update(SINGLE_THREAD_ENV)
@@ -292,7 +292,7 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
               global_flags: dict[str, str] | None = None, parallel: int = 1, dry_run: bool = False,
               command: str = "", log: Callable[[str], None] = print) -> int:
   """Runs (or with dry_run prints) the sweep, then writes DIR/results.{csv,md} and the plots; returns the exit code."""
-  from linear_seq import report  # pylint: disable=g-import-not-at-top
+  from linear_seq.studies import report  # pylint: disable=g-import-not-at-top
 
   path, arg = split_config_arg(config_arg)
   module = load_config_module(path)
@@ -344,7 +344,7 @@ def main(argv: Sequence[str]) -> None:
   flag_values = flags.FLAGS
   config_arg = config_flags.get_config_filename(flag_values["config"])
   global_flags = {k: format_value(v) for k, v in config_flags.get_override_values(flag_values["config"]).items()}
-  command = shlex.join(["python", "-m", "linear_seq.sweep", *sys.argv[1:]])
+  command = shlex.join(["python", "-m", "linear_seq.studies.sweep", *sys.argv[1:]])
   code = run_sweep(config_arg, flag_values.workdir, base_config=flag_values.config, global_flags=global_flags,
                    parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command)
   sys.exit(code)

@@ -26,7 +26,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from linear_seq import report  # pylint: disable=wrong-import-position
+from linear_seq.studies import report  # pylint: disable=wrong-import-position
 
 KINDS = ("xy", "curves", "series")
 

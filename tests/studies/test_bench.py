@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from linear_seq import bench
+from linear_seq.studies import bench
 
 TINY_SSM = ["--ssm-batch=2", "--ssm-channels=3", "--ssm-states=8", "--ssm-T=64"]
 

@@ -1,8 +1,8 @@
 """Benchmark of the mixer ops: forward and forward+backward time, memory, and the target ratios.
 
-  python -m linear_seq.bench                                   # full run, ≈10 min on 2 CPU cores
-  python -m linear_seq.bench --T=512,2048 --forms=softmax,chunk --repeats=3
-  python -m linear_seq.bench --json=bench.json --markdown      # results file + README table
+  python -m linear_seq.studies.bench                                   # full run, ≈10 min on 2 CPU cores
+  python -m linear_seq.studies.bench --T=512,2048 --forms=softmax,chunk --repeats=3
+  python -m linear_seq.studies.bench --json=bench.json --markdown      # results file + README table
 
 Every case is jitted twice: the forward (the output only) and the forward+backward (the gradients
 of Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb,
@@ -333,7 +333,7 @@ def _forms(s: str) -> list[str]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(prog="python -m linear_seq.bench",
+  p = argparse.ArgumentParser(prog="python -m linear_seq.studies.bench",
                               description=__doc__.splitlines()[0])
   p.add_argument("--T", type=_int_list, default=[512, 2048, 8192],
                  help="sequence lengths, e.g. 512,2048")

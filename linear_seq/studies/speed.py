@@ -1,8 +1,8 @@
 """Study 5: speed and memory of the whole LM per mixer vs sequence length.
 
-  python -m linear_seq.speed --workdir=runs/speed                  # ≈5 min on a CPU core
-  python -m linear_seq.speed --workdir=/tmp/speed --tiny           # smoke run, ≈1 min
-  python -m linear_seq.speed --decode_workdir=runs/lm/SUB          # decode ms/token of a trained model
+  python -m linear_seq.studies.speed --workdir=runs/speed                  # ≈5 min on a CPU core
+  python -m linear_seq.studies.speed --workdir=/tmp/speed --tiny           # smoke run, ≈1 min
+  python -m linear_seq.studies.speed --decode_workdir=runs/lm/SUB          # decode ms/token of a trained model
 
 For every mixer and sequence length T it measures
   - the training step: forward + backward (gradients of the mean next-token loss wrt all parameters) of the LM
@@ -32,12 +32,12 @@ from flax import nnx
 
 from linear_seq import config_lib
 from linear_seq import model as model_lib
-from linear_seq import report
+from linear_seq.studies import report
 
 MIXERS = ("softmax", "linear", "retention", "gla", "s4")
 LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)  # short lengths locate the crossover
 VOCAB = 260
-_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
+_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs")
 
 
 def model_config(mixer: str, *, tiny: bool = False, overrides: dict[str, Any] | None = None):
@@ -260,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   with open(os.path.join(args.workdir, "speed.json"), "w") as f:
     json.dump(records, f, indent=1)
   plots = draw(records, args.workdir)
-  command = " ".join(["python -m linear_seq.speed", *(argv if argv is not None else sys.argv[1:])])
+  command = " ".join(["python -m linear_seq.studies.speed", *(argv if argv is not None else sys.argv[1:])])
   with open(os.path.join(args.workdir, "results.md"), "w") as f:
     f.write(markdown(records, command=command, plots=plots))
   print(f"wrote {args.workdir}/speed.json, results.md, " + ", ".join(plots))

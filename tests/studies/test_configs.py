@@ -10,12 +10,11 @@ import pytest
 from flax import nnx
 
 from linear_seq import data
-from linear_seq import plots
+from linear_seq.studies import plots
 from linear_seq import model as model_lib
-from linear_seq import sweep
-from tests.cli_env import cli_env
+from linear_seq.studies import sweep
+from tests.cli_env import REPO, cli_env
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _path(study):
@@ -76,7 +75,7 @@ def test_unknown_options_are_rejected():
 
 def test_lm_study_tiny_sweep_end_to_end(tmp_path):
   """Both points train, evaluate with --position_loss, time decoding; the table and plots are written."""
-  proc = subprocess.run([sys.executable, "-m", "linear_seq.sweep", f"--config={_path('lm')}:tiny=True",
+  proc = subprocess.run([sys.executable, "-m", "linear_seq.studies.sweep", f"--config={_path('lm')}:tiny=True",
                          f"--workdir={tmp_path}", "--parallel=2"], env=cli_env(), capture_output=True, text=True,
                         cwd=REPO)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

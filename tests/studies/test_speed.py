@@ -1,10 +1,10 @@
-"""linear_seq.speed: crossover interpolation, one tiny measured case end to end, errors."""
+"""linear_seq.studies.speed: crossover interpolation, one tiny measured case end to end, errors."""
 import json
 import os
 
 import pytest
 
-from linear_seq import speed
+from linear_seq.studies import speed
 
 
 def test_crossover():

@@ -10,12 +10,11 @@ import sys
 import numpy as np
 import pytest
 
-from linear_seq import plots
-from linear_seq import report
-from linear_seq import sweep
-from tests.cli_env import cli_env
+from linear_seq.studies import plots
+from linear_seq.studies import report
+from linear_seq.studies import sweep
+from tests.cli_env import REPO, cli_env
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDY = os.path.join(REPO, "experiments", "mqar", "config.py")
 TINY = f"{STUDY}:tiny=True"
 
@@ -35,7 +34,7 @@ def swept(tmp_path_factory):
   partial = first.commands[0] + ["--config.train.num_steps=2"]
   subprocess.run(partial, env=cli_env(), check=True, capture_output=True, cwd=REPO)
   assert os.path.isdir(os.path.join(first.workdir, "checkpoints", "2"))
-  proc = subprocess.run([sys.executable, "-m", "linear_seq.sweep", f"--config={TINY}", f"--workdir={workdir}",
+  proc = subprocess.run([sys.executable, "-m", "linear_seq.studies.sweep", f"--config={TINY}", f"--workdir={workdir}",
                          "--parallel=2"], env=cli_env(), capture_output=True, text=True, cwd=REPO)
   return workdir, points, proc
 
@@ -54,7 +53,7 @@ def test_sweep_runs_both_points_and_writes_report(swept):
   assert all(r["status"] == "ok" and 0.0 <= float(r["accuracy"]) <= 1.0 for r in rows)
   md = open(os.path.join(workdir, "results.md")).read()
   assert "| softmax | 16 |" in md and "| gla | 16 |" in md
-  assert "jax: `0.10.2`" in md and "XLA_FLAGS (points)" in md and "linear_seq.sweep" in md
+  assert "jax: `0.10.2`" in md and "XLA_FLAGS (points)" in md and "linear_seq.studies.sweep" in md
   for name in ("accuracy_vs_width.png", "accuracy_vs_state_size.png"):
     with open(os.path.join(workdir, name), "rb") as f:
       assert f.read(8) == b"\x89PNG\r\n\x1a\n"
@@ -82,7 +81,7 @@ def test_rerun_skips_finished_points(swept, capsys):
 
 
 def test_dry_run_prints_commands(tmp_path):
-  proc = subprocess.run([sys.executable, "-m", "linear_seq.sweep", f"--config={TINY}", f"--workdir={tmp_path}",
+  proc = subprocess.run([sys.executable, "-m", "linear_seq.studies.sweep", f"--config={TINY}", f"--workdir={tmp_path}",
                          "--dry_run", "--config.train.num_steps=3"], env=cli_env(), capture_output=True, text=True,
                         cwd=REPO)
   assert proc.returncode == 0, proc.stderr
@@ -96,7 +95,7 @@ def test_dry_run_prints_commands(tmp_path):
 def test_failed_point_is_reported_and_sweep_continues(tmp_path, capsys):
   config = tmp_path / "bad.py"
   config.write_text(
-      "from linear_seq import sweep\n"
+      "from linear_seq.studies import sweep\n"
       f"_study = sweep.load_config_module({STUDY!r})\n"
       "def get_config(arg=''):\n  return _study.get_config('tiny=True')\n"
       "def get_sweep():\n  return [{'model.mixer': 'nope'}]\n"
