@@ -3,7 +3,10 @@
 
   .venv/bin/python scripts/benchmark.py --markdown --json=bench.json
 """
+from absl import app
+
 from linear_seq.studies import bench
 
 if __name__ == "__main__":
-  bench.main()
+  bench.define_flags()
+  app.run(bench.main)

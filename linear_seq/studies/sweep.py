@@ -14,7 +14,7 @@ sweep goes on; the exit status is non-zero if any point failed.
 
 Optional hooks in the config file:
   get_followup_sweep(rows[, arg]) -> more override dicts, run after the first points finish (`rows` are
-      report.collect's rows, e.g. pick each arm's best learning rate for a harder setting);
+      collect.collect's rows, e.g. pick each arm's best learning rate for a harder setting);
   get_plots([arg]) -> plot specs for linear_seq.studies.plots (default: the main metric per point);
   get_eval_args([arg]) -> extra flags for linear_seq.evaluate;
   get_extra_commands([arg]) -> [(module_args, output_file), ...] run after evaluate in each point, e.g.
@@ -39,7 +39,14 @@ import sys
 import time
 from typing import Any, Callable, Sequence
 
+from absl import app
+from absl import flags
 import ml_collections
+from ml_collections import config_flags
+
+from linear_seq.studies import collect
+from linear_seq.studies import plots as plots_lib
+from linear_seq.studies import report
 
 # Environment for single-threaded points (--parallel > 1). The affinity mask is what limits XLA's pool.
 SINGLE_THREAD_ENV = {
@@ -152,16 +159,6 @@ class Point:
   num_steps: int
   commands: list[list[str]]
   outputs: tuple[str, ...] = ()
-
-
-def flag_overrides(argv: Sequence[str]) -> dict[str, str]:
-  """The `--config.k=v` flags given to the sweep itself (forwarded to every point)."""
-  out = {}
-  for a in argv:
-    m = re.fullmatch(r"--config\.([\w.]+)=(.*)", a, flags=re.S)
-    if m:
-      out[m.group(1)] = m.group(2)
-  return out
 
 
 def make_points(config_arg: str, workdir: str, overrides_list: list[dict[str, Any]], *,
@@ -291,9 +288,9 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
 def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.ConfigDict,
               global_flags: dict[str, str] | None = None, parallel: int = 1, dry_run: bool = False,
               command: str = "", log: Callable[[str], None] = print) -> int:
-  """Runs (or with dry_run prints) the sweep, then writes DIR/results.{csv,md} and the plots; returns the exit code."""
-  from linear_seq.studies import report  # pylint: disable=g-import-not-at-top
+  """Runs (or with dry_run prints) the sweep, then writes the plots and DIR/results.{csv,md}; returns the exit code.
 
+  collect -> plots -> report: the rows of every point, the study's plots drawn from them, then the tables."""
   path, arg = split_config_arg(config_arg)
   module = load_config_module(path)
   eval_args = list(call_hook(module, "get_eval_args", arg=arg) or [])
@@ -312,7 +309,7 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
   log(f"sweep: {len(points)} points in {workdir}" + (f", {parallel} in parallel" if parallel > 1 else ""))
   statuses = run_points(points, parallel=parallel, log=log)
   if hasattr(module, "get_followup_sweep"):
-    rows = report.collect(points, statuses)
+    rows = collect.collect(points, statuses)
     names = {p.name for p in points}
     more = [o for o in call_hook(module, "get_followup_sweep", rows, arg=arg) or [] if point_name(o) not in names]
     if more:
@@ -321,11 +318,11 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
       statuses.update(run_points(extra, parallel=parallel, log=log))
       points = points + extra
 
-  rows = report.collect(points, statuses)
-  plots = call_hook(module, "get_plots", arg=arg)
+  rows = collect.collect(points, statuses)
+  plot_files = plots_lib.draw(call_hook(module, "get_plots", arg=arg), rows, workdir)
   study = getattr(module, "STUDY", os.path.basename(os.path.dirname(os.path.abspath(path))))
-  files = report.write_report(workdir, rows, study=study, command=command, plots=plots,
-                              point_env=SINGLE_THREAD_ENV if parallel > 1 else None)
+  files = report.write_report(workdir, rows, study=study, command=command, plot_files=plot_files,
+                              point_env=SINGLE_THREAD_ENV if parallel > 1 else None) + plot_files
   failed = [n for n, s in statuses.items() if s["status"] == "failed"]
   done = sum(s["status"] == "ok" for s in statuses.values())
   skipped = sum(s["status"] == "skipped" for s in statuses.values())
@@ -335,12 +332,19 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
   return 1 if failed else 0
 
 
-def main(argv: Sequence[str]) -> None:
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+def define_flags() -> None:
+  """The CLI flags (defined only when run as a program, so importing this module defines no absl flags)."""
+  config_flags.DEFINE_config_file("config", None, "Study config file with get_config(arg) and get_sweep().",
+                                  lock_config=True)
+  flags.DEFINE_string("workdir", None, "Sweep directory: one sub-workdir per point, results.csv/md, plots.")
+  flags.DEFINE_integer("parallel", 1, "Points run at once, each pinned to one CPU core when > 1.")
+  flags.DEFINE_bool("dry_run", False, "Print the points' commands (for a cluster launcher) instead of running.")
+  flags.mark_flags_as_required(["config", "workdir"])
 
+
+def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
-    raise ValueError(f"unexpected arguments: {argv[1:]}")
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   flag_values = flags.FLAGS
   config_arg = config_flags.get_config_filename(flag_values["config"])
   global_flags = {k: format_value(v) for k, v in config_flags.get_override_values(flag_values["config"]).items()}
@@ -351,13 +355,5 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  from absl import app, flags  # pylint: disable=g-import-not-at-top,g-multiple-import
-  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
-
-  config_flags.DEFINE_config_file("config", None, "Study config file with get_config(arg) and get_sweep().",
-                                  lock_config=True)
-  flags.DEFINE_string("workdir", None, "Sweep directory: one sub-workdir per point, results.csv/md, plots.")
-  flags.DEFINE_integer("parallel", 1, "Points run at once, each pinned to one CPU core when > 1.")
-  flags.DEFINE_bool("dry_run", False, "Print the points' commands (for a cluster launcher) instead of running.")
-  flags.mark_flags_as_required(["config", "workdir"])
+  define_flags()
   app.run(main)

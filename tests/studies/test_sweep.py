@@ -7,11 +7,9 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-from linear_seq.studies import plots
-from linear_seq.studies import report
+from linear_seq.studies import collect
 from linear_seq.studies import sweep
 from tests.cli_env import REPO, cli_env
 
@@ -64,7 +62,7 @@ def test_interrupted_point_resumes_from_its_checkpoint(swept):
   _, points, _ = swept
   log = open(os.path.join(points[0].workdir, "log.txt")).read()
   assert "resumed from" in log and "at step 2" in log
-  steps = [m["step"] for m in report.read_metrics(points[0].workdir) if "train_loss" in m]
+  steps = [m["step"] for m in collect.read_metrics(points[0].workdir) if "train_loss" in m]
   assert steps == sorted(set(steps)) and steps[-1] == 4  # one uninterrupted-looking run
   assert "resumed from" not in open(os.path.join(points[1].workdir, "log.txt")).read()
 
@@ -148,41 +146,3 @@ def test_config_module_errors(tmp_path, source, message):
   path.write_text(source)
   with pytest.raises(ValueError, match=message):
     sweep.get_points(sweep.load_config_module(str(path)))
-
-
-def test_plot_errors_and_best_over(tmp_path):
-  rows = [{"name": f"p{i}", "status": "ok", "_overrides": {}, "_config": {}, "m": m, "w": w, "lr": lr, "acc": a}
-          for i, (m, w, lr, a) in enumerate([("a", 1, 1, 0.2), ("a", 1, 2, 0.6), ("a", 2, 1, 0.9), ("b", 1, 1, 0.1)])]
-  series = plots.xy_points(rows, x="w", y="acc", group="m", best_over=["lr"])
-  assert series == {"a": [(1, 0.6, 0.0, 1), (2, 0.9, 0.0, 1)], "b": [(1, 0.1, 0.0, 1)]}
-  assert plots.xy_points(rows, x="w", y="acc", group="m", best_over=["lr"], better="min")["a"][0][1] == 0.2
-  # Without a group: one series; points with the same x (seeds, other settings) are averaged.
-  assert plots.xy_points(rows, x="w", y="acc") == {"": [(1, pytest.approx(0.3), pytest.approx(0.2646, abs=1e-4), 3),
-                                                        (2, 0.9, 0.0, 1)]}
-  with pytest.raises(ValueError, match="'max' or 'min'"):
-    plots.xy_points(rows, x="w", y="acc", better="best")
-  with pytest.raises(ValueError, match="unknown plot kind 'pie'; valid kinds: xy, curves, series"):
-    plots.draw([{"kind": "pie", "file": "a.png"}], rows, str(tmp_path))
-  with pytest.raises(ValueError, match="'file' ending in .png"):
-    plots.draw([{"kind": "xy", "x": "w", "y": "acc"}], rows, str(tmp_path))
-  # Bars over a categorical x; zoom starts the y axis near the smallest bar instead of 0.
-  spec = {"kind": "xy", "x": "m", "y": "acc", "file": "bars.png", "zoom": True}
-  bpb = [{"name": m, "status": "ok", "_overrides": {}, "_config": {}, "m": m, "acc": a}
-         for m, a in (("a", 2.4), ("b", 2.5))]
-  ax = plots.plt.figure().gca()
-  assert plots._draw_xy(ax, bpb, spec)  # pylint: disable=protected-access
-  np.testing.assert_allclose(ax.get_ylim(), (2.375, 2.525))  # a quarter of the spread either side
-  plots.plt.close("all")
-  assert plots.draw([spec], bpb, str(tmp_path)) == ["bars.png"] and (tmp_path / "bars.png").stat().st_size > 0
-
-
-def test_aggregate_mean_std_over_seeds():
-  rows = [{"name": f"s{s}", "status": "ok", "_overrides": {"m": "a", "seed": s}, "_config": {}, "m": "a",
-           "seed": s, "accuracy": acc, "num_params": 10} for s, acc in enumerate([0.5, 0.7, 0.9])]
-  rows.append({"name": "bad", "status": "failed", "_overrides": {"m": "b", "seed": 0}, "_config": {}, "m": "b",
-               "seed": 0, "_workdir": "/tmp/bad"})
-  (agg,) = report.aggregate(rows)
-  assert agg["seeds"] == [0, 1, 2] and agg["accuracy"][2] == 3
-  assert agg["accuracy"][0] == pytest.approx(0.7) and agg["accuracy"][1] == pytest.approx(0.2)
-  md = report.markdown(rows, study="t", command="cmd", env={})
-  assert "0.7 ± 0.2" in md and "mean ± std over seeds 0, 1, 2" in md and "`bad`: failed" in md
