@@ -49,9 +49,6 @@ def define_flags() -> None:
   flags.mark_flags_as_required(["workdir"])
 
 
-_OVERRIDES: dict[str, str] = {}
-
-
 class Restored(NamedTuple):
   config: ml_collections.ConfigDict
   info: Any  # data.DatasetInfo
@@ -72,7 +69,7 @@ def restore(workdir: str, step: Optional[int] = None,
     raise checkpoint.CheckpointError(f"no checkpoints in {workdir!r}: nothing has been trained there yet "
                                      "(python -m linear_seq.main --config=... --workdir=...)")
   try:
-    config = config_lib.load_config(workdir)
+    config = config_lib.load_saved(workdir)
     if config_overrides:
       try:
         config = config_lib.apply_overrides(config, config_overrides)
@@ -140,27 +137,24 @@ def sample(r: Restored, n: int, *, prompt: str = "", temperature: float = 0.8, s
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
-  """Takes --config.a.b=value overrides out of argv (applied to the workdir's config.json), parses the rest."""
-  rest = [argv[0]]
-  for arg in argv[1:]:
-    if arg.startswith("--config."):
-      key, eq, value = arg[len("--config."):].partition("=")
-      if not eq:
-        sys.exit(f"error: write config overrides as --config.{key}=VALUE")
-      _OVERRIDES[key] = value
-    else:
-      rest.append(arg)
-  return FLAGS(rest)
+  """absl parses the flags; the --config.a.b=value overrides (for the workdir's config.json) stay in argv for
+  main, which parses them against the saved config."""
+  overrides = [arg for arg in argv[1:] if arg.startswith("--config.")]
+  return FLAGS([arg for arg in argv if arg not in overrides]) + overrides
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  try:
+    overrides, unexpected = config_lib.override_args(argv[1:])
+  except ValueError as e:
+    sys.exit(f"error: {e}")
+  if unexpected:
+    raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
   sharding.maybe_initialize_distributed()  # before any other JAX call
   metrics_lib.quiet_library_logs()
   workdir = FLAGS.workdir
   try:
-    restored = restore(workdir, FLAGS.step, _OVERRIDES)
+    restored = restore(workdir, FLAGS.step, overrides)
   except (checkpoint.CheckpointError, train.ConfigError, FileNotFoundError) as e:
     sys.exit(f"error: {e}")
   # Every process computes (the arrays are global); only process 0 writes and prints.

@@ -20,7 +20,7 @@ from flax import nnx
 from linear_seq import mixers, ops
 from linear_seq.mixers import random_projection as rp
 from linear_seq.mixers.short_conv import ShortConv
-from linear_seq.ops._checks import check_choice
+from linear_seq.checks import check_choice
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 

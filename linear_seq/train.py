@@ -62,7 +62,7 @@ def check_config(config: ml_collections.ConfigDict):
 
 def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
   try:
-    saved = config_lib.load_config(workdir)
+    saved = config_lib.load_saved(workdir)
   except FileNotFoundError:
     return
   changed = config_lib.diff(saved, config)

@@ -2,6 +2,7 @@
 import json
 import os
 import shutil
+import sys
 import types
 
 import jax
@@ -152,9 +153,16 @@ def test_evaluate_main_initializes_distributed_and_writes_only_on_process_0(tmp_
   assert ("eval_loss" in capsys.readouterr().out) == (process == 0)
 
 
-def test_evaluate_config_override_needs_a_value():
+def test_evaluate_config_overrides_reach_restore(monkeypatch):
+  """main gets the --config.x=v arguments from the flag parser and passes them to restore (no module state)."""
+  calls = []
+  monkeypatch.setattr(evaluate, "restore", lambda *args: calls.append(args) or sys.exit("stop"))
+  monkeypatch.setattr(evaluate, "FLAGS", types.SimpleNamespace(workdir="w", step=3))
+  with pytest.raises(SystemExit, match="stop"):
+    evaluate.main(["evaluate", "--config.eval.seq_len=64", "--config.model.decay=0.5,0.9"])
+  assert calls == [("w", 3, {"eval.seq_len": "64", "model.decay": "0.5,0.9"})]
   with pytest.raises(SystemExit, match="error: write config overrides as --config.eval.seq_len=VALUE"):
-    evaluate._parse_flags(["evaluate", "--config.eval.seq_len"])
+    evaluate.main(["evaluate", "--config.eval.seq_len"])
 
 
 def test_failing_evaluation_keeps_the_checkpoint_of_its_step(tmp_path, monkeypatch):

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from linear_seq.ops._checks import check_choice, check_positive_int, check_shape
+from linear_seq.checks import check_choice, check_positive_int, check_shape
 
 SSM_MODES = ("fft", "scan", "assoc")
 _SCAN_CHUNK = 64  # steps per rematerialized chunk of the scan form
