@@ -27,7 +27,6 @@ affinity; XLA_FLAGS/OMP settings alone do not limit it in jax 0.10) so N single-
 import concurrent.futures
 import dataclasses
 import hashlib
-import importlib.util
 import inspect
 import json
 import os
@@ -42,8 +41,8 @@ from typing import Any, Callable, Sequence
 from absl import app
 from absl import flags
 import ml_collections
-from ml_collections import config_flags
 
+from linear_seq import config_lib
 from linear_seq.studies import collect
 from linear_seq.studies import plots as plots_lib
 from linear_seq.studies import report
@@ -63,22 +62,9 @@ _NAME_MAX = 120
 # ---------------------------------------------------------------------------------------------- config files
 
 
-def split_config_arg(config_arg: str) -> tuple[str, str]:
-  """'experiments/mqar/config.py:tiny=True' -> ('experiments/mqar/config.py', 'tiny=True')."""
-  path, _, arg = config_arg.partition(":")
-  if not path.endswith(".py"):
-    raise ValueError(f"--config must be a .py config file optionally followed by ':args', got {config_arg!r}")
-  return path, arg
-
-
-def load_config_module(path: str):
-  """Imports a config file by path (it need not be in a package)."""
-  if not os.path.isfile(path):
-    raise ValueError(f"config file not found: {path!r}")
-  name = "_sweep_config_" + hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:8]
-  spec = importlib.util.spec_from_file_location(name, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+def load_study(path: str):
+  """Imports a study config file by path (config_lib.load_module); it must define get_config(arg)."""
+  module = config_lib.load_module(path)
   if not hasattr(module, "get_config"):
     raise ValueError(f"config file {path!r} defines no get_config(arg)")
   return module
@@ -104,24 +90,12 @@ def get_points(module, arg: str = "") -> list[dict[str, Any]]:
   return points
 
 
-def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, Any]) -> ml_collections.ConfigDict:
-  """Returns a copy of `config` with dotted-key overrides set; unknown keys or wrong types raise ValueError."""
-  config = ml_collections.ConfigDict(config.to_dict(), type_safe=True)
-  config.lock()
-  for key, value in overrides.items():
-    *parents, leaf = key.split(".")
-    node = config
-    try:
-      for p in parents:
-        node = node[p]
-      if leaf not in node:
-        raise KeyError(leaf)
-      node[leaf] = value
-    except (KeyError, AttributeError) as e:
-      raise ValueError(f"unknown config field {key!r} in sweep override {overrides}") from e
-    except TypeError as e:
-      raise ValueError(f"override {key}={value!r} has the wrong type: {e}") from e
-  return config
+def resolve(config: ml_collections.ConfigDict, overrides: dict[str, Any]) -> ml_collections.ConfigDict:
+  """config_lib.apply_overrides for a sweep point: unknown fields and wrong types raise ValueError naming it."""
+  try:
+    return config_lib.apply_overrides(config, overrides)
+  except ValueError as e:
+    raise ValueError(f"sweep point {overrides}: {e}") from None
 
 
 # ---------------------------------------------------------------------------------------------- points
@@ -169,7 +143,7 @@ def make_points(config_arg: str, workdir: str, overrides_list: list[dict[str, An
   global_flags = global_flags or {}
   points, seen = [], {}
   for overrides in overrides_list:
-    resolved = apply_overrides(base_config, overrides)
+    resolved = resolve(base_config, overrides)
     name = point_name(overrides)
     if name in seen:
       raise ValueError(f"two sweep points map to the same sub-workdir {name!r}: {seen[name]} and {overrides}")
@@ -291,8 +265,8 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
   """Runs (or with dry_run prints) the sweep, then writes the plots and DIR/results.{csv,md}; returns the exit code.
 
   collect -> plots -> report: the rows of every point, the study's plots drawn from them, then the tables."""
-  path, arg = split_config_arg(config_arg)
-  module = load_config_module(path)
+  path, arg = config_lib.split_spec(config_arg)
+  module = load_study(path)
   eval_args = list(call_hook(module, "get_eval_args", arg=arg) or [])
   extra_commands = list(call_hook(module, "get_extra_commands", arg=arg) or [])
   kw = dict(base_config=base_config, global_flags=global_flags, eval_args=eval_args, extra_commands=extra_commands)
@@ -334,26 +308,37 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
 
 def define_flags() -> None:
   """The CLI flags (defined only when run as a program, so importing this module defines no absl flags)."""
-  config_flags.DEFINE_config_file("config", None, "Study config file with get_config(arg) and get_sweep().",
-                                  lock_config=True)
+  flags.DEFINE_string("config", None, "Study config file[:args] with get_config(arg) and get_sweep().")
   flags.DEFINE_string("workdir", None, "Sweep directory: one sub-workdir per point, results.csv/md, plots.")
   flags.DEFINE_integer("parallel", 1, "Points run at once, each pinned to one CPU core when > 1.")
   flags.DEFINE_bool("dry_run", False, "Print the points' commands (for a cluster launcher) instead of running.")
   flags.mark_flags_as_required(["config", "workdir"])
 
 
+def _parse_flags(argv: list[str]) -> list[str]:
+  """absl parses the sweep's flags; the --config.a.b=value overrides (for every point) stay in argv for main."""
+  overrides = [arg for arg in argv[1:] if arg.startswith("--config.")]
+  return flags.FLAGS([arg for arg in argv if arg not in overrides]) + overrides
+
+
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  try:
+    global_flags, unexpected = config_lib.override_args(argv[1:])
+  except ValueError as e:
+    sys.exit(f"error: {e}")
+  if unexpected:
+    raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
   flag_values = flags.FLAGS
-  config_arg = config_flags.get_config_filename(flag_values["config"])
-  global_flags = {k: format_value(v) for k, v in config_flags.get_override_values(flag_values["config"]).items()}
+  try:  # the one way configs load: unknown fields and wrong types fail here, before any point runs
+    base_config = config_lib.apply_overrides(config_lib.load_config(flag_values.config), global_flags)
+  except ValueError as e:
+    sys.exit(f"error: {e}")
   command = shlex.join(["python", "-m", "linear_seq.studies.sweep", *sys.argv[1:]])
-  code = run_sweep(config_arg, flag_values.workdir, base_config=flag_values.config, global_flags=global_flags,
+  code = run_sweep(flag_values.config, flag_values.workdir, base_config=base_config, global_flags=global_flags,
                    parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command)
   sys.exit(code)
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)
