@@ -43,13 +43,12 @@ from linear_seq.studies import common  # pylint: disable=wrong-import-position
 MIXERS = ("softmax", "linear", "retention", "gla", "s4")
 LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)  # short lengths locate the crossover
 VOCAB = 260
-_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs")
+_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "default.py")
 
 
 def model_config(mixer: str, *, tiny: bool = False, overrides: dict[str, Any] | None = None):
   """configs/default.py's model with `mixer` (tiny: width 32, 2 layers)."""
-  c = config_lib.load_sibling(os.path.join(_CONFIGS, "default.py"), "default").get_config(
-      "tiny=True" if tiny else "")
+  c = config_lib.load_config(f"{_DEFAULT}:tiny=True" if tiny else _DEFAULT)
   c = config_lib.apply_overrides(c, {"model.mixer": mixer, **(overrides or {})})
   return model_lib.ModelConfig.from_config(c.model, vocab_size=VOCAB)
 
