@@ -1,7 +1,9 @@
 """Study 2: linear attention's feature map, on MQAR and on the Shakespeare LM.
 
-  python -m linear_seq.studies.sweep --config=experiments/feature_maps/config.py:task=mqar --workdir=runs/fmaps_mqar --parallel=2
-  python -m linear_seq.studies.sweep --config=experiments/feature_maps/config.py:task=lm --workdir=runs/fmaps_lm --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/feature_maps/config.py:task=mqar \
+      --workdir=runs/fmaps_mqar --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/feature_maps/config.py:task=lm \
+      --workdir=runs/fmaps_lm --parallel=2
 Run time (2 cores, measured): task=mqar ≈ 40 min (8 runs; taylor alone ≈ 32 min), task=lm ≈ 52 min (8 runs;
 taylor alone ≈ 50 min beside the other seven's 46 min; `maps=` without taylor: ≈ 25 min).
 Smoke test: :task=mqar,tiny=True (2 points, ~1 min).

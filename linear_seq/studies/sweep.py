@@ -322,17 +322,14 @@ def _parse_flags(argv: list[str]) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> None:
-  try:
+  flag_values = flags.FLAGS
+  try:  # the one way configs load: unknown fields and wrong types fail here, before any point runs
     global_flags, unexpected = config_lib.override_args(argv[1:])
+    base_config = config_lib.apply_overrides(config_lib.load_config(flag_values.config), global_flags)
   except ValueError as e:
     sys.exit(f"error: {e}")
   if unexpected:
     raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
-  flag_values = flags.FLAGS
-  try:  # the one way configs load: unknown fields and wrong types fail here, before any point runs
-    base_config = config_lib.apply_overrides(config_lib.load_config(flag_values.config), global_flags)
-  except ValueError as e:
-    sys.exit(f"error: {e}")
   command = shlex.join(["python", "-m", "linear_seq.studies.sweep", *sys.argv[1:]])
   code = run_sweep(flag_values.config, flag_values.workdir, base_config=base_config, global_flags=global_flags,
                    parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command)

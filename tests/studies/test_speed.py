@@ -40,7 +40,8 @@ def test_tiny_run_writes_table_and_plots(tmp_path):
 
 
 def test_errors(tmp_path):
-  with pytest.raises(flags.IllegalFlagValueError, match="unknown mixer 'lstm'; valid: softmax, linear, retention, gla, s4"):
+  message = "unknown mixer 'lstm'; valid: softmax, linear, retention, gla, s4"
+  with pytest.raises(flags.IllegalFlagValueError, match=message):
     parse([f"--workdir={tmp_path}", "--mixers=lstm"])
   with pytest.raises(flags.IllegalFlagValueError, match=r"--workdir is required \(or --decode_workdir\)"):
     parse(["--tiny"])
