@@ -9,9 +9,10 @@ Smoke test: :tiny=True (2 points, ~1 min).
 Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
 (the same token budget for every mixer), lr 3e-3. The width of each mixer is chosen from WIDTHS so that
 its parameter count is nearest softmax's at width 128 (studies/params.py; GLA's gate projections and
-retention's output gate add parameters); the table lists the resulting params. Evaluation also writes the loss per position in the
-context (position_loss.json, for "how much does a longer context help") and the decode time per token
-after a full context (decode.json, `python -m linear_seq.studies.speed --decode_workdir=SUB`).
+retention's output gate add parameters); the table lists the resulting params. Evaluation also writes the
+loss per position in the context (position_loss.json, for "how much does a longer context help") and the
+decode time per token after a full context (decode.json, `python -m linear_seq.studies.speed
+--decode_workdir=SUB`).
 A sixth arm runs linear attention with the short causal conv (width 4): without decay, positions or a conv,
 linear attention sees its prefix as an unordered (normalized) sum, so it cannot tell which byte came last.
 A seventh runs retention with RoPE on q and k (RetNet's xPos rotation, without its scaling): the fixed
