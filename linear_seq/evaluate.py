@@ -27,7 +27,7 @@ from linear_seq import metrics as metrics_lib
 from linear_seq import model as model_lib
 from linear_seq import sharding
 from linear_seq import steps
-from linear_seq import train
+from linear_seq import validation
 
 EVAL_FILE = "eval.json"
 POSITION_LOSS_FILE = "position_loss.json"
@@ -74,8 +74,8 @@ def restore(workdir: str, step: Optional[int] = None,
       try:
         config = config_lib.apply_overrides(config, config_overrides)
       except ValueError as e:
-        raise train.ConfigError(str(e)) from e
-    info = train.check_config(config)
+        raise validation.ConfigError(str(e)) from e
+    info = validation.check_config(config)
     mesh = sharding.make_mesh()
     static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
     step, state, _ = ckpt.restore(checkpoint.abstract_like(abstract, shardings), step=step)
@@ -100,7 +100,7 @@ def evaluate_restored(workdir: str, r: Restored, *, split: str = "validation",
   out: dict[str, Any] = {"step": int(r.step), "split": split, **result,
                          "num_params": steps.num_params(r.state), "state_size": int(lm.state_size(seq_len)),
                          "eval_seq_len": seq_len, "dataset": r.config.data.dataset,
-                         "mixer": ",".join(train.layer_mixer_names(r.config.model))}
+                         "mixer": ",".join(validation.layer_mixer_names(r.config.model))}
   out.update(_training_speed(workdir, r.step))
   return out
 
@@ -155,7 +155,7 @@ def main(argv):
   workdir = FLAGS.workdir
   try:
     restored = restore(workdir, FLAGS.step, overrides)
-  except (checkpoint.CheckpointError, train.ConfigError, FileNotFoundError) as e:
+  except (checkpoint.CheckpointError, validation.ConfigError, FileNotFoundError) as e:
     sys.exit(f"error: {e}")
   # Every process computes (the arrays are global); only process 0 writes and prints.
   is_primary = jax.process_index() == 0

@@ -17,6 +17,7 @@ from linear_seq import config_lib
 from linear_seq import metrics as metrics_lib
 from linear_seq import sharding
 from linear_seq import train
+from linear_seq import validation
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics.jsonl and config.json (resumed from).")
@@ -33,7 +34,7 @@ def main(argv):
   try:
     config = _config()
     final = train.train_and_evaluate(config, FLAGS.workdir)
-  except (train.ConfigError, FloatingPointError, checkpoint.CheckpointError) as e:
+  except (validation.ConfigError, FloatingPointError, checkpoint.CheckpointError) as e:
     logging.error("%s", e)
     sys.exit(f"error: {e}")
   logging.info("done: %s", final)
@@ -46,7 +47,7 @@ def _config():
     return config_lib.apply_overrides(config_lib.load_config(config_flags.get_config_filename(FLAGS["config"])),
                                       config_flags.get_override_values(FLAGS["config"]))
   except ValueError as e:
-    raise train.ConfigError(str(e)) from e
+    raise validation.ConfigError(str(e)) from e
 
 
 if __name__ == "__main__":

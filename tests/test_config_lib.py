@@ -134,8 +134,8 @@ def test_load_config_spec(tmp_path):
 
 
 # Command-line strings that config_flags parses to each field's type (and str fields take verbatim).
-_FLAG_STRINGS = {"eval.seq_len": "512", "train.learning_rate": "1", "train.b2": "9.5e-1", "model.tie_embeddings": "false",
-                 "train.fsdp": "1", "model.mixer": "s4", "model.decay": "0.5,0.9", "seed": "3",
+_FLAG_STRINGS = {"eval.seq_len": "512", "train.learning_rate": "1", "train.b2": "9.5e-1",
+                 "model.tie_embeddings": "false", "train.fsdp": "1", "model.mixer": "s4", "model.decay": "0.5,0.9", "seed": "3",
                  "data.num_train": "0x10", "model.normalize": "True", "model.dt_min": "2e-3"}
 
 
