@@ -160,12 +160,6 @@ def log(msg: str) -> None:
   print(msg, file=sys.stderr, flush=True)
 
 
-def _call(compiled, args) -> tuple[float, float]:
-  """(wall, process CPU) seconds of one call."""
-  _, wall, cpu = common.timed(compiled, *args)
-  return wall, cpu
-
-
 def run_group(cases: list[Case], repeats: int, budget_s: float, max_gib: float) -> None:
   """Compiles, warms up and times every case (fwd and fwd+bwd), repeats interleaved across cases."""
   jobs = []  # (case, kind, compiled, repeats)
@@ -180,7 +174,7 @@ def run_group(cases: list[Case], repeats: int, budget_s: float, max_gib: float) 
         mem = case.result[f"{kind}_bytes"] = common.compiled_memory(compiled)
         if mem is not None and mem > max_gib * GiB:
           raise MemoryError(f"compiled {kind} needs {_fmt_gib(mem)} > --max_gib={max_gib:g}")
-        warm, _ = _call(compiled, case.args)
+        _, warm, _ = common.timed(compiled, *case.args)
         n = max(1, min(repeats, int(budget_s / max(warm, 1e-9))))
         jobs.append((case, kind, compiled, n))
         case.result[f"{kind}_s"], case.result[f"{kind}_cpu_s"] = [], []
@@ -196,7 +190,7 @@ def run_group(cases: list[Case], repeats: int, budget_s: float, max_gib: float) 
   for r in range(max((j[3] for j in jobs), default=0)):
     for case, kind, compiled, n in jobs:
       if r < n:
-        wall, cpu = _call(compiled, case.args)
+        _, wall, cpu = common.timed(compiled, *case.args)  # CPU time: less sensitive to load
         case.result[f"{kind}_s"].append(wall)
         case.result[f"{kind}_cpu_s"].append(cpu)
 
