@@ -7,9 +7,9 @@ from flax import nnx
 from linear_seq import config_lib
 from linear_seq import model as model_lib
 from linear_seq.studies import params
-from tests.cli_env import REPO
 
-TINY = config_lib.load_config(os.path.join(REPO, "configs", "mqar.py") + ":tiny=True")  # vocab 64, width 16
+CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs")
+TINY = config_lib.load_config(os.path.join(CONFIGS, "mqar.py") + ":tiny=True")  # vocab 64, width 16
 
 
 def _count(mixer: str, width: int) -> int:
