@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import linear_seq
+from linear_seq import config_lib
 from linear_seq import metrics
 from linear_seq import plugins
-from linear_seq import train
+from linear_seq import validation
 from tests.cli_env import REPO
 from tests.cli_env import cli_env
 
@@ -87,5 +88,5 @@ def test_cli_trains_with_a_plugin_mixer_dataset_and_tokenizer(tmp_path, examples
   run = linear_seq.load(workdir)                  # imports the plug-ins named in the saved config
   assert type(run.model.blocks[0].mixer).__name__ == "EMAMixer" and run.tokenizer.vocab_size == 18
   assert isinstance(run.generate("one two", 4, temperature=0), str)
-  with pytest.raises(train.ConfigError, match="unknown mixer 'emma'; valid: .*ema"):
-    train.check_config(train.config_lib.apply_overrides(run.config, {"model.mixer": "emma"}))
+  with pytest.raises(validation.ConfigError, match="unknown mixer 'emma'; valid: .*ema"):
+    validation.check_config(config_lib.apply_overrides(run.config, {"model.mixer": "emma"}))
