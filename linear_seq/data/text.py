@@ -70,7 +70,7 @@ def load_stream(builder: tfds.core.DatasetBuilder, split: str, tok: tokenizer_li
 
 class PackedRows:
   """Random access to the rows of a token stream (see the module docstring); examples are dicts of
-  'inputs', 'targets' int32 [T], 'weights' float32 [T], 'segment_ids' int32 [T]."""
+  'inputs', 'targets' int32 [T], 'weights' float32 [T], 'segment_ids' int32 [T], 'target_bytes' float32 [T]."""
 
   def __init__(self, stream: np.ndarray, seq_len: int, tok: tokenizer_lib.ByteTokenizer):
     self.stream, self.seq_len, self.tok = stream, seq_len, tok
