@@ -13,7 +13,7 @@ from linear_seq import data
 from linear_seq import plots
 from linear_seq import model as model_lib
 from linear_seq import sweep
-from tests.cli_env import cli_env
+from tests.helpers import cli_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -13,7 +13,7 @@ import pytest
 from linear_seq import plots
 from linear_seq import report
 from linear_seq import sweep
-from tests.cli_env import cli_env
+from tests.helpers import cli_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDY = os.path.join(REPO, "experiments", "mqar", "config.py")
