@@ -9,7 +9,6 @@ One Adam state for all parameters: update = -lr_t · m(label) · (adam(g) + wd(l
 from typing import Any, Callable, Sequence
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import optax
 
@@ -38,35 +37,25 @@ def param_label(path: Sequence[Any]) -> str:
 
 def make_schedule(train: ml_collections.ConfigDict) -> optax.Schedule:
   """lr(count): linear warmup to the peak over `warmup_steps` (lr(0) = peak / warmup_steps, so the first step
-  already learns), then cosine decay to `end_lr_fraction · peak` at `num_steps`."""
+  already learns; lr(warmup_steps − 1) = peak), then cosine decay to `end_lr_fraction · peak` at `num_steps`.
+
+  Built from optax's schedules; equal to the closed form peak·min(1, (count + 1)/warmup) during warmup and
+  end + (peak − end)·(1 + cos(π·(count − warmup)/(num_steps − warmup)))/2 after it, to float32 rounding.
+  """
   peak = float(train.learning_rate)
-  end = peak * float(train.end_lr_fraction)
   warmup = max(int(train.warmup_steps), 0)
   decay_steps = max(int(train.num_steps) - warmup, 1)
-
-  def schedule(count):
-    count = jnp.asarray(count, jnp.float32)
-    warm = peak * jnp.minimum(1.0, (count + 1.0) / max(warmup, 1))
-    progress = jnp.clip((count - warmup) / decay_steps, 0.0, 1.0)
-    cosine = end + (peak - end) * 0.5 * (1.0 + jnp.cos(jnp.pi * progress))
-    return jnp.where(count < warmup, warm, cosine)
-
-  return schedule
+  cosine = optax.cosine_decay_schedule(peak, decay_steps, alpha=float(train.end_lr_fraction))
+  if warmup == 0:
+    return cosine
+  warm = optax.linear_schedule(peak / warmup, peak, max(warmup - 1, 1))  # count = 0 .. warmup − 1
+  return optax.join_schedules([warm, cosine], [warmup])
 
 
 def path_names(path) -> tuple[str, ...]:
   """A pytree key path of an nnx.State -> ('blocks', '0', 'mixer', 'A_log') (the trailing '.value' dropped)."""
-  names = []
-  for k in path:
-    for attr in ("key", "name", "idx"):
-      if hasattr(k, attr):
-        names.append(str(getattr(k, attr)))
-        break
-    else:
-      names.append(str(k))
-  if names and names[-1] == "value":
-    names.pop()
-  return tuple(names)
+  names = tuple(jax.tree_util.keystr((k,), simple=True) for k in path)
+  return names[:-1] if names and names[-1] == "value" else names
 
 
 def param_labels(params, label_fn: Callable[[tuple[str, ...]], str]):

@@ -1,7 +1,7 @@
 """Continuous -> discrete state-space systems (seed eq. 12-18) and diagonalization (eq. 21-25).
 
-Column convention (DESIGN.md): x'(t) = A x + B u, y = C x + D u, with A [N,N] dense or [N] diagonal
-(real or complex), B [N,P], C [Q,N]. Discrete system: x_t = Ab x_{t-1} + Bb u_t.
+Column convention (docs/DESIGN.md): x'(t) = A x + B u, y = C x + D u, with A [N,N] dense or [N]
+diagonal (real or complex), B [N,P], C [Q,N]. Discrete system: x_t = Ab x_{t-1} + Bb u_t.
 
   ZOH:      Ab = exp(dt A),  Bb = A⁻¹(exp(dt A) − I) B = (∫_0^dt exp(sA) ds) B
   bilinear: Ab = (I − dt/2 A)⁻¹ (I + dt/2 A),  Bb = (I − dt/2 A)⁻¹ dt B

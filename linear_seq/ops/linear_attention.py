@@ -1,7 +1,7 @@
 """Linear-attention wrappers over `linear_recurrence`: kernelized (seed eq. 6-11), retention, GLA.
 
 All three run S_t = diag(α_t) S_{t−1} + k_tᵀ v_t, o_t = scale · q_t S_t (one `linear_recurrence`
-call each) and differ in what q, k, α are; see DESIGN.md. Shapes: q, k [B,T,H,K], v [B,T,H,V];
+call each) and differ in what q, k, α are; see docs/DESIGN.md. Shapes: q, k [B,T,H,K], v [B,T,H,V];
 states float32 [B,H,K',V] (K' = feature dim after the feature map).
 """
 from typing import Callable

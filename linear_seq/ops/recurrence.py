@@ -2,8 +2,8 @@
 
     S_t = diag(α_t) S_{t-1} + k_tᵀ v_t,      o_t = scale · q_t S_t,      S_{-1} = initial_state
 
-Legend: B batch, T time, H heads, K key dim, V value dim. `log_decay` is log α_t ≤ 0; −inf at a
-position is an exact state reset (a document boundary in a packed sequence).
+Legend (docs/DESIGN.md): B batch, T time, H heads, K key dim, V value dim. `log_decay` is log α_t ≤ 0;
+−inf at a position is an exact state reset (a document boundary in a packed sequence).
 
 This module holds the public dispatcher, input validation, and the `recurrent` (lax.scan) and
 `assoc` (lax.associative_scan) forms. `parallel` (masked T×T) lives in parallel.py, `chunk`

@@ -1,6 +1,6 @@
 """Discrete linear state-space systems: kernel, FFT convolution, and the three computation forms.
 
-Notation: B batch, T time, N states, P inputs, Q outputs, H channels. Column convention (DESIGN.md):
+Notation (docs/DESIGN.md): B batch, T time, N states, P inputs, Q outputs, H channels. Column convention:
 
     x_t = Ab x_{t-1} + Bb u_t,   y_t = Re(C x_t) + D u_t,   x_{-1} = initial_state (default 0)
 
@@ -21,7 +21,7 @@ so the [T, N] Vandermonde is never formed. Measured float32 error at T = 4096, N
 |Ab| ≈ 1): y 2e-6, x_T 9e-6 (fft); 1e-6, 2e-6 (scan); 1.3e-5, 3.6e-5 (assoc, whose tree of
 products repeats rounding errors). All arithmetic is float32/complex64; bfloat16 u gives bfloat16 y.
 
-Batched channels (an extension beyond DESIGN.md's API, for S4D layers): `ssm_diag_channels` runs H
+Batched channels (an extension beyond the ssm signature, for S4D layers): `ssm_diag_channels` runs H
 independent single-input single-output diagonal systems in one computation. `jax.vmap` of `ssm`
 over channels works too (tested); the dedicated path keeps every contraction real-valued and the
 FFT on the last axis.

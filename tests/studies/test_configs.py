@@ -14,7 +14,7 @@ from linear_seq import data
 from linear_seq import model as model_lib
 from linear_seq.studies import plots
 from linear_seq.studies import sweep
-from tests.cli_env import REPO, cli_env
+from tests.helpers import REPO, cli_env
 
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from linear_seq.studies import collect
 from linear_seq.studies import sweep
-from tests.cli_env import REPO, cli_env
+from tests.helpers import REPO, cli_env
 
 STUDY = os.path.join(REPO, "experiments", "mqar", "config.py")
 TINY = f"{STUDY}:tiny=True"
