@@ -16,8 +16,8 @@ from linear_seq import config_lib
 from linear_seq import metrics
 from linear_seq import plugins
 from linear_seq import validation
-from tests.cli_env import REPO
-from tests.cli_env import cli_env
+from tests.helpers import REPO
+from tests.helpers import cli_env
 
 EXAMPLES = os.path.join(REPO, "examples")
 

@@ -11,7 +11,7 @@ from linear_seq import steps
 from linear_seq.data import bpe
 from linear_seq.data import registry
 from linear_seq.data import text
-from tests.data.conftest import write_files
+from tests.helpers import write_files
 
 CORPUS = {f"doc{i:02d}.txt": (f"Scene {i}. " + "To be, or not to be, that is the question: whether 'tis nobler "
                               "in the mind to suffer the slings and arrows of outrageous fortune. " * (1 + i % 4)
