@@ -88,7 +88,7 @@ def test_seq_mesh_matches_one_device(tmp_path):
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "PYTHONPATH": os.path.abspath(ROOT),
          "JAX_CACHE_DIR": os.environ.get("JAX_CACHE_DIR", os.path.join(ROOT, ".jax_cache"))}
   proc = subprocess.run([sys.executable, "-c", SCRIPT, one, str(tmp_path / "seq4")], env=env, cwd=ROOT,
-                        capture_output=True, text=True, timeout=900)
+                        capture_output=True, text=True, timeout=1800)
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   for mixer in ("linear", "retention", "gla"):

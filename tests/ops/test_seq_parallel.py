@@ -25,7 +25,7 @@ def errors():
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "PYTHONPATH": ROOT,
          "JAX_CACHE_DIR": os.environ.get("JAX_CACHE_DIR", os.path.join(ROOT, ".jax_cache"))}
   proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ops", "seq_parallel_cases.py")],
-                        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+                        env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return json.loads(proc.stdout.strip().splitlines()[-1])
 
