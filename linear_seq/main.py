@@ -23,6 +23,12 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics.jsonl and config.json (resumed from).")
 config_flags.DEFINE_config_file("config", None, "Config file[:options], e.g. configs/mqar.py:mixer=gla,tiny=True.",
                                 lock_config=True)
+flags.DEFINE_string("coordinator_address", "", "Multi-process: host:port of process 0 ('' = JAX's cluster "
+                    "auto-detection or JAX_COORDINATOR_ADDRESS).")
+flags.DEFINE_integer("num_processes", 0, "Multi-process: number of processes (0 = auto-detect).")
+flags.DEFINE_integer("process_id", -1, "Multi-process: this process's index (-1 = auto-detect).")
+flags.DEFINE_integer("distributed_timeout", 0, "Multi-process: seconds for initialization, heartbeat and "
+                     "shutdown (0 = JAX's defaults, minutes); a dead peer ends the run within about this.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -30,7 +36,8 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   metrics_lib.quiet_library_logs()
-  sharding.maybe_initialize_distributed()
+  sharding.maybe_initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
+                                        FLAGS.distributed_timeout)
   try:
     config = _config()
     final = train.train_and_evaluate(config, FLAGS.workdir)

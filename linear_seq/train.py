@@ -32,6 +32,23 @@ _INCOMPATIBLE = ("model.", "seed", "data.dataset", "data.path", "data.vocab_size
                  "data.text_column")
 
 
+def make_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
+  """The data × seq mesh of config.mesh (1-D 'data' over every device by default), with its checks: T splits
+  over seq, and S4 (whose FFT form is not sequence-local) refuses mesh.seq > 1."""
+  m = config.get("mesh") or {}
+  data, seq = int(m.get("data", 0)), int(m.get("seq", 1))
+  try:
+    mesh = sharding.make_mesh(data=data, seq=seq)
+    sharding.check_seq_len(int(config.data.seq_len), mesh)
+    sharding.check_seq_len(eval_lib.eval_seq_len(config), mesh, "eval.seq_len (0 = data.seq_len)")
+  except ValueError as e:
+    raise validation.ConfigError(str(e)) from e
+  if seq > 1 and "s4" in validation.layer_mixer_names(config.model):
+    raise validation.ConfigError(f"mesh.seq={seq}: the s4 mixer cannot split T (its FFT convolution is not sequence-local); "
+                      "use mesh.seq=1 or a linear mixer (linear, retention, gla)")
+  return mesh
+
+
 def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
   try:
     saved = config_lib.load_saved(workdir)
@@ -57,7 +74,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   """Trains config.train.num_steps steps (resuming from workdir's latest checkpoint); returns the final
   metrics {step, train_loss, eval_loss, (bits_per_byte | eval_accuracy), num_params, ...}."""
   info = validation.check_config(config)
-  mesh = sharding.make_mesh()
+  mesh = make_mesh(config)
   sharding.check_batch_size(int(config.data.batch_size), mesh)
   sharding.check_batch_size(int(config.eval.batch_size), mesh, "eval.batch_size")
   is_primary = jax.process_index() == 0
@@ -99,7 +116,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       state = _maybe_redraw(state, static, shardings, config, step)
       batch = sharding.global_batch(next(train_it), mesh)
       profiler.before(step)
-      state, out = static.train_step(state, batch)
+      with jax.set_mesh(mesh):   # the mixers' op calls find the seq axis here (mixers/seq_shard.py)
+        state, out = static.train_step(state, batch)
       profiler.after(step, out)
       pending.append((step, out["loss"], out["grad_norm"]))
       writer.advance(step)
@@ -128,7 +146,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         last_good = step
       if do_eval:
         try:
-          result = eval_lib.run_eval(state, static, config, info)
+          with jax.set_mesh(mesh):
+            result = eval_lib.run_eval(state, static, config, info)
         except ValueError as e:  # e.g. a validation split that gives no tokens: a config problem, one line
           raise validation.ConfigError(f"evaluation at step {step} failed: {e}") from e
         line = {"eval_loss": result["eval_loss"]}

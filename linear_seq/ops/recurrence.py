@@ -18,6 +18,7 @@ import numpy as np
 from linear_seq import checks
 from linear_seq.ops import chunk as chunk_lib
 from linear_seq.ops import parallel as parallel_lib
+from linear_seq.ops import seq_parallel
 
 MODES = ("recurrent", "parallel", "chunk", "assoc")
 
@@ -59,7 +60,8 @@ def _validate(q, k, v, initial_state, mode, chunk_size):
 
 
 def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
-                      initial_state=None, mode: str = "chunk", chunk_size: int = 64):
+                      initial_state=None, mode: str = "chunk", chunk_size: int = 64,
+                      seq_axis: Optional[str] = None):
   """Runs S_t = diag(α_t) S_{t-1} + k_tᵀ v_t, o_t = scale · q_t S_t over t = 0..T-1.
 
   Args:
@@ -71,6 +73,10 @@ def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
     mode: 'recurrent' (lax.scan; decode), 'parallel' (masked T×T), 'chunk' (chunkwise-parallel;
       training), 'assoc' (lax.associative_scan). All agree to float32 rounding.
     chunk_size: chunk length C for mode='chunk'; any T works (padded internally).
+    seq_axis: None, or the name of a `jax.shard_map` mesh axis that splits T (shard r holds the r-th
+      contiguous block; all inputs are the shard's block): each shard gets exactly the unsharded op's
+      outputs for its block, the returned state is the one after the last shard (replicated, so
+      out_specs=P() works) and initial_state is the state before shard 0 (see seq_parallel.py).
 
   Returns:
     o [B, T, H, V] in the inputs' dtype, and the final state S_{T-1} [B, H, K, V] float32.
@@ -80,7 +86,7 @@ def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
   if log_decay is not None:
     checks.if_concrete(log_decay, lambda a: np.all(a <= 0), _log_decay_message)  # NaN fails too
   return unchecked_linear_recurrence(q, k, v, log_decay, scale=scale, initial_state=initial_state, mode=mode,
-                                     chunk_size=chunk_size)
+                                     chunk_size=chunk_size, seq_axis=seq_axis)
 
 
 def _log_decay_message(a: np.ndarray) -> str:
@@ -90,7 +96,8 @@ def _log_decay_message(a: np.ndarray) -> str:
 
 
 def unchecked_linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
-                                initial_state=None, mode: str = "chunk", chunk_size: int = 64):
+                                initial_state=None, mode: str = "chunk", chunk_size: int = 64,
+                                seq_axis: Optional[str] = None):
   """linear_recurrence without the check of log_decay's values (shapes are still checked), for the wrappers
   in linear_attention.py, which check their own decays once, with their own names."""
   B, T, H, K, V = _validate(q, k, v, initial_state, mode, chunk_size)
@@ -102,22 +109,18 @@ def unchecked_linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[floa
   cast = lambda x: jnp.asarray(x).astype(acc)
   q, k, v = cast(q) * scale, cast(k), cast(v)
   s0 = None if initial_state is None else cast(initial_state)
-  if mode == "recurrent":
-    o, s = recurrent(q, k, v, g, s0)
-  elif mode == "assoc":
-    o, s = assoc(q, k, v, g, s0)
-  elif mode == "parallel":
-    o, s = parallel_lib.parallel(q, k, v, g, s0)
+  form = {"recurrent": recurrent, "assoc": assoc, "parallel": parallel_lib.parallel,
+          "chunk": lambda *a: chunk_lib.chunk(*a, chunk_size)}[mode]
+  if seq_axis is None:
+    o, s = form(q, k, v, g, s0)
   else:
-    o, s = chunk_lib.chunk(q, k, v, g, s0, chunk_size)
+    o, s = seq_parallel.run(form, q, k, v, g, s0, seq_axis)
   return o.astype(out_dtype), s
 
 
 def recurrent(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV):
   """lax.scan over time (float32 in, scale already in q). g: None, [B,T,H,1] or [B,T,H,K]."""
-  B, T, H, K = q_BTHK.shape
-  V = v_BTHV.shape[-1]
-  s = jnp.zeros((B, H, K, V), q_BTHK.dtype) if s0_BHKV is None else s0_BHKV
+  s = seq_parallel.initial_carry(s0_BHKV, k_BTHK, v_BTHV)
   tm = lambda x: jnp.moveaxis(x, 1, 0)
   xs = (tm(q_BTHK), tm(k_BTHK), tm(v_BTHV), None if g_BTHk is None else tm(jnp.exp(g_BTHk)))
 
