@@ -165,7 +165,7 @@ def test_apply_overrides_parses_strings_as_config_flags_does(monkeypatch):
     ("train.fsdp", 1, "train.fsdp expects bool, got 1 .int."),
     ("model.mixer", 3, "model.mixer expects str, got 3 .int."),
     ("model", "x", "model holds a ConfigDict, which cannot be set from a string"),
-    ("seed.x", 1, "unknown config field 'seed.x'; valid fields at top level: data, eval, imports, model, seed, train"),
+    ("seed.x", 1, "unknown config field 'seed.x'; valid fields at top level: data, eval, imports, mesh, model, seed, train"),
 ])
 def test_apply_overrides_type_checks_values(key, value, expected):
   config = load("default")
