@@ -152,6 +152,11 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   # Shard parameters over the data axis too (FSDP-style) instead of replicating them.
   c.train.fsdp = False
 
+  c.mesh = ml_collections.ConfigDict()
+  # Devices on the mesh's data axis (batch; FSDP shards over it); 0 = all devices not used by seq.
+  c.mesh.data = 0
+  # Devices on the seq axis (inner, within a host): T splits over it, exact for the linear mixers.
+  c.mesh.seq = 1
   c.eval = ml_collections.ConfigDict()
   # Evaluation sequence length; 0 = data.seq_len (larger tests length extrapolation).
   c.eval.seq_len = 0

@@ -1,13 +1,15 @@
 """Evaluation over a split: weighted loss (nats/token), perplexity, bits per byte (text), accuracy (synthetic).
 
 The validation iterator walks the whole split once in non-overlapping windows of eval.seq_len tokens (the last
-partial batch padded with weight 0), or its first eval.max_batches batches when that cap is set. Sums are
-accumulated in float64 on the host.
+partial batch padded with weight 0), or its first eval.max_batches batches when that cap is set. The per-batch
+sums stay on the device: they are added there in float32 with compensated (Neumaier) summation, which keeps
+float64-like accuracy over many batches, and come to the host once at the end (no round trip per batch).
 """
 import math
 from typing import Any, Optional
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -26,22 +28,35 @@ def make_eval_iterator(config: ml_collections.ConfigDict, split: str = "validati
                             shard_index=jax.process_index(), shard_count=jax.process_count(), repeat=False)
 
 
+@jax.jit
+def _accumulate(acc, sums):
+  """(total, compensation) += sums, leafwise: Neumaier's compensated float32 sum (counts stay exact past 2**24)."""
+  total, comp = acc
+  new = jax.tree.map(jnp.add, total, sums)
+  lost = jax.tree.map(lambda s, x, t: jnp.where(jnp.abs(s) >= jnp.abs(x), (s - t) + x, (x - t) + s),
+                      total, sums, new)
+  return new, jax.tree.map(jnp.add, comp, lost)
+
+
 def run_eval(state: steps.State, static: steps.Static, config: ml_collections.ConfigDict,
              info: Any, *, split: str = "validation", position_loss: bool = False) -> dict[str, Any]:
   """-> {eval_loss, perplexity, bits_per_byte (text) | accuracy (synthetic), eval_tokens, eval_batches
   [, position_loss: list per position]}."""
   sharding.check_batch_size(int(config.eval.batch_size), static.mesh, "eval.batch_size")
   max_batches = int(config.eval.max_batches)
-  totals: Optional[dict[str, np.ndarray]] = None
+  acc = None  # (total, compensation) on the device
   batches = 0
   for local in make_eval_iterator(config, split):
     if max_batches and batches >= max_batches:
       break
     batch = sharding.global_batch(local, static.mesh)
-    sums = jax.device_get(steps.eval_step_jit(state["params"], state["rest"], batch, static=static))
-    sums = {k: np.asarray(v, np.float64) for k, v in sums.items()}
-    totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
+    sums = static.eval_step(state["params"], state["rest"], batch)
+    acc = (sums, jax.tree.map(jnp.zeros_like, sums)) if acc is None else _accumulate(acc, sums)
     batches += 1
+  totals: Optional[dict[str, np.ndarray]] = None
+  if acc is not None:
+    total, comp = jax.device_get(acc)
+    totals = {k: np.asarray(total[k], np.float64) + np.asarray(comp[k], np.float64) for k in total}
   if totals is None or totals["weight"] <= 0:
     raise ValueError(f"the {split} split of {config.data.dataset!r} gave no evaluation tokens "
                      f"(eval.seq_len={eval_seq_len(config)}, eval.batch_size={config.eval.batch_size})")

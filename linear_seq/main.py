@@ -13,14 +13,22 @@ from absl import logging
 from ml_collections import config_flags
 
 from linear_seq import checkpoint
+from linear_seq import config_lib
 from linear_seq import metrics as metrics_lib
 from linear_seq import sharding
 from linear_seq import train
+from linear_seq import validation
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics.jsonl and config.json (resumed from).")
 config_flags.DEFINE_config_file("config", None, "Config file[:options], e.g. configs/mqar.py:mixer=gla,tiny=True.",
                                 lock_config=True)
+flags.DEFINE_string("coordinator_address", "", "Multi-process: host:port of process 0 ('' = JAX's cluster "
+                    "auto-detection or JAX_COORDINATOR_ADDRESS).")
+flags.DEFINE_integer("num_processes", 0, "Multi-process: number of processes (0 = auto-detect).")
+flags.DEFINE_integer("process_id", -1, "Multi-process: this process's index (-1 = auto-detect).")
+flags.DEFINE_integer("distributed_timeout", 0, "Multi-process: seconds for initialization, heartbeat and "
+                     "shutdown (0 = JAX's defaults, minutes); a dead peer ends the run within about this.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -28,13 +36,25 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   metrics_lib.quiet_library_logs()
-  sharding.maybe_initialize_distributed()
+  sharding.maybe_initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
+                                        FLAGS.distributed_timeout)
   try:
-    final = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
-  except (train.ConfigError, FloatingPointError, checkpoint.CheckpointError) as e:
+    config = _config()
+    final = train.train_and_evaluate(config, FLAGS.workdir)
+  except (validation.ConfigError, FloatingPointError, checkpoint.CheckpointError) as e:
     logging.error("%s", e)
     sys.exit(f"error: {e}")
   logging.info("done: %s", final)
+
+
+def _config():
+  """--config and its --config.x=v overrides through config_lib, as the sweep and evaluate load configs
+  (config_flags has already checked the names and types; this gives the same config by the same code)."""
+  try:
+    return config_lib.apply_overrides(config_lib.load_config(config_flags.get_config_filename(FLAGS["config"])),
+                                      config_flags.get_override_values(FLAGS["config"]))
+  except ValueError as e:
+    raise validation.ConfigError(str(e)) from e
 
 
 if __name__ == "__main__":

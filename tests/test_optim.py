@@ -7,7 +7,6 @@ import numpy as np
 import optax
 import pytest
 
-from linear_seq import model as model_lib
 from linear_seq import optim
 
 
@@ -28,6 +27,34 @@ def test_schedule_warmup_then_cosine_to_end_fraction():
   assert np.all(np.diff(lr[10:]) <= 1e-9)
 
 
+def old_schedule(peak, end_fraction, warmup, num_steps, count):
+  """The closed form the schedule had before it was built from optax's (float32, as it was computed)."""
+  end = peak * end_fraction
+  decay_steps = max(num_steps - warmup, 1)
+  count = np.float32(count)
+  warm = np.float32(peak) * np.minimum(np.float32(1.0), (count + np.float32(1.0)) / np.float32(max(warmup, 1)))
+  progress = np.clip((count - np.float32(warmup)) / np.float32(decay_steps), 0.0, 1.0).astype(np.float32)
+  cosine = (np.float32(end) + np.float32(peak - end) * np.float32(0.5)
+            * (np.float32(1.0) + np.cos(np.float32(np.pi) * progress)))
+  return np.where(count < warmup, warm, cosine)
+
+
+@pytest.mark.parametrize("warmup, num_steps, end_fraction", [(10, 100, 0.1), (40, 400, 0.1), (0, 50, 0.05),
+                                                             (1, 4, 0.0), (12, 5, 0.1), (7, 8, 0.5)])
+def test_optax_schedule_equals_the_old_closed_form_at_every_step(warmup, num_steps, end_fraction):
+  """Every step 0 .. num_steps + 3 (int32 counts, as the optimizer passes them), equal to float32 rounding:
+  optax rounds (init − end)·frac + end and π·count/decay_steps differently (≤ 15 ulp at 400 steps)."""
+  s = jax.jit(jax.vmap(optim.make_schedule(train_config(learning_rate=5e-3, warmup_steps=warmup,
+                                                        num_steps=num_steps, end_lr_fraction=end_fraction))))
+  counts = np.arange(num_steps + 4, dtype=np.int32)
+  new = np.asarray(s(counts))
+  old = old_schedule(5e-3, end_fraction, warmup, num_steps, counts)
+  assert new.dtype == np.float32
+  np.testing.assert_allclose(new, old, rtol=3e-6, atol=0)
+  if warmup:
+    np.testing.assert_allclose(new[0], 5e-3 / warmup, rtol=3e-6)  # lr(0) = peak / warmup_steps
+
+
 def get(tree, path):
   for k in path:
     tree = tree[k]
@@ -43,12 +70,15 @@ class Toy(nnx.Module):
 
 def test_groups_weight_decay_and_ssm_multiplier():
   params = nnx.state(Toy(), nnx.Param)
-  labels = optim.param_labels(params, model_lib.param_label)
+  labels = optim.param_labels(params, optim.param_label)
   flat = {optim.path_names(p): v for p, v in jax.tree_util.tree_flatten_with_path(labels)[0]}
+  key = jax.tree_util
+  assert optim.path_names((key.DictKey("blocks"), key.DictKey(0), key.SequenceKey(2), key.GetAttrKey("value"))) \
+      == ("blocks", "0", "2")
   assert flat == {("dense", "bias"): "no_decay", ("dense", "kernel"): "decay", ("norm", "scale"): "no_decay",
                   ("log_dt",): "ssm"}
   # Zero gradients: the Adam step is 0, so an update is exactly -lr · (wd · p) on 'decay' params only.
-  tx = optim.make_optimizer(train_config(warmup_steps=0), model_lib.param_label)
+  tx = optim.make_optimizer(train_config(warmup_steps=0), optim.param_label)
   zeros = jax.tree.map(jnp.zeros_like, params)
   updates, _ = tx.update(zeros, tx.init(params), params)
   np.testing.assert_allclose(updates["dense"]["kernel"][...], -1e-2 * 0.5 * params["dense"]["kernel"][...],
@@ -57,7 +87,7 @@ def test_groups_weight_decay_and_ssm_multiplier():
     assert not np.any(get(updates, path)[...]), path
   # Unit gradients: Adam's first step is ±1 per entry, times lr (×0.1 for the SSM group).
   ones = jax.tree.map(jnp.ones_like, params)
-  tx = optim.make_optimizer(train_config(warmup_steps=0, weight_decay=0.0, grad_clip=0.0), model_lib.param_label)
+  tx = optim.make_optimizer(train_config(warmup_steps=0, weight_decay=0.0, grad_clip=0.0), optim.param_label)
   updates, _ = tx.update(ones, tx.init(params), params)
   np.testing.assert_allclose(updates["log_dt"][...], -1e-3, rtol=1e-4)
   np.testing.assert_allclose(updates["dense"]["bias"][...], -1e-2, rtol=1e-4)
@@ -80,6 +110,6 @@ def test_clipping_by_global_norm():
 
 def test_bad_values_and_labels():
   with pytest.raises(ValueError, match="learning_rate must be > 0"):
-    optim.make_optimizer(train_config(learning_rate=0.0), model_lib.param_label)
+    optim.make_optimizer(train_config(learning_rate=0.0), optim.param_label)
   with pytest.raises(ValueError, match="returned 'oops'; valid: decay, no_decay, ssm"):
     optim.param_labels({"w": jnp.zeros(1)}, lambda path: "oops")

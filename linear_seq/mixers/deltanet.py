@@ -8,7 +8,7 @@ from linear_seq import ops
 from linear_seq.mixers import dt_gate, modes, segments
 from linear_seq.mixers.head_norm import HeadNorm
 from linear_seq.mixers.short_conv import ShortConv
-from linear_seq.ops._checks import check_choice
+from linear_seq.checks import check_choice
 
 GATES = ("none", "scalar", "channel")
 BETAS = ("sigmoid", "2sigmoid")

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
-from linear_seq.mixers import modes, segments
+from linear_seq.mixers import modes, segments, seq_shard
 from linear_seq.mixers.head_norm import HeadNorm
 from linear_seq.mixers.heads import project_heads
 
@@ -67,8 +67,10 @@ class GatedLinearAttention(nnx.Module):
     reset_BT = segments.reset_log_decay(segment_ids)
     if reset_BT is not None:
       log_a = log_a + reset_BT.reshape(B, T, *([1] * (log_a.ndim - 2)))
-    o_BTHK, state = ops.gated_linear_attention(
-        q_BTHK, k_BTHK, v_BTHK, log_a, initial_state=state,
-        mode=self.mode if T > 1 else "recurrent", chunk_size=self.chunk_size)
+    mode = self.mode if T > 1 else "recurrent"
+    o_BTHK, state = seq_shard.call(
+        lambda q, k, v, g, s, seq_axis: ops.gated_linear_attention(
+            q, k, v, g, initial_state=s, mode=mode, chunk_size=self.chunk_size, seq_axis=seq_axis),
+        (q_BTHK, k_BTHK, v_BTHK, log_a, state), "ttttb")
     o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
     return self.o_proj(jax.nn.swish(self.r_proj(x_BTD)) * o_BTD), state

@@ -7,10 +7,10 @@ from flax import nnx
 
 from linear_seq import ops
 from linear_seq.mixers import random_projection as rp
-from linear_seq.mixers import modes, segments
+from linear_seq.mixers import modes, segments, seq_shard
 from linear_seq.mixers.head_norm import HeadNorm
 from linear_seq.mixers.heads import project_heads
-from linear_seq.ops._checks import check_choice
+from linear_seq.checks import check_choice
 
 RANDOM_FEATURE_MAPS = ("favor", "rbf")
 # Maps whose kernel φ(q)·φ(k) can be negative or zero-sum: the D⁻¹ denominator is unsafe for them.
@@ -99,19 +99,21 @@ class LinearAttention(nnx.Module):
     B, T, _ = x_BTD.shape
     H, K = self.num_heads, self.head_dim
     q_BTHK, k_BTHK, v_BTHK = project_heads(x_BTD, (self.q_proj, self.k_proj, self.v_proj), H)
-    kwargs = {}
+    projection = None
     if self.projection is not None:
       q_BTHK, k_BTHK = q_BTHK * K ** -0.25, k_BTHK * K ** -0.25
-      kwargs["projection"] = self.projection[...]
+      projection = self.projection[...]
     log_decay = None if self.log_decay_H is None else jnp.asarray(self.log_decay_H, jnp.float32)
-    if segment_ids is not None:
-      # A reset, not log α = −inf in log_decay: the op weights keys by (1 − α) (eq. 10-11), which
-      # would zero every key of an undecayed map.
-      kwargs["reset"] = segments.boundaries(segment_ids)
-    o_BTHK, state = ops.linear_attention(
-        q_BTHK, k_BTHK, v_BTHK, feature_map=self.feature_map, normalize=self.normalize == "denominator",
-        log_decay=log_decay, eps=self.eps, initial_state=state, mode=self.mode if T > 1 else "recurrent",
-        chunk_size=self.chunk_size, **kwargs)
+    # A reset, not log α = −inf in log_decay: the op weights keys by (1 − α) (eq. 10-11), which
+    # would zero every key of an undecayed map.
+    reset = None if segment_ids is None else segments.boundaries(segment_ids)
+    mode = self.mode if T > 1 else "recurrent"
+    o_BTHK, state = seq_shard.call(
+        lambda q, k, v, r, w, s, seq_axis: ops.linear_attention(
+            q, k, v, feature_map=self.feature_map, projection=w, normalize=self.normalize == "denominator",
+            log_decay=log_decay, eps=self.eps, initial_state=s, mode=mode, chunk_size=self.chunk_size,
+            reset=r, seq_axis=seq_axis),
+        (q_BTHK, k_BTHK, v_BTHK, reset, projection, state), "ttttrb")
     if self.normalize == "norm":
       o_BTHK = self.out_norm(o_BTHK)
     return self.o_proj(o_BTHK.reshape(B, T, H * K)), state

@@ -6,11 +6,11 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
-from linear_seq.mixers import modes, segments
+from linear_seq.mixers import modes, segments, seq_shard
 from linear_seq.mixers.head_norm import HeadNorm
 from linear_seq.mixers.heads import project_heads
 from linear_seq.mixers.rope import rope
-from linear_seq.ops._checks import check_choice
+from linear_seq.checks import check_choice
 
 POS_ENCODINGS = ("none", "rope")
 
@@ -79,9 +79,11 @@ class Retention(nnx.Module):
     reset_BT = segments.reset_log_decay(segment_ids)
     if reset_BT is not None:
       log_decay = reset_BT[:, :, None] + log_decay
-    o_BTHK, S_BHKV = ops.linear_recurrence(
-        q_BTHK, k_BTHK, v_BTHK, log_decay, initial_state=S_BHKV,
-        mode=self.mode if T > 1 else "recurrent", chunk_size=self.chunk_size)
+    mode = self.mode if T > 1 else "recurrent"
+    o_BTHK, S_BHKV = seq_shard.call(
+        lambda q, k, v, g, s, seq_axis: ops.linear_recurrence(
+            q, k, v, g, initial_state=s, mode=mode, chunk_size=self.chunk_size, seq_axis=seq_axis),
+        (q_BTHK, k_BTHK, v_BTHK, log_decay, S_BHKV), "ttt" + ("t" if log_decay.ndim == 3 else "r") + "b")
     o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
     new_state = dict(S=S_BHKV, pos=pos_BT[:, -1] + 1) if rotary else S_BHKV
     return self.o_proj(jax.nn.swish(self.g_proj(x_BTD)) * o_BTD), new_state

@@ -1,4 +1,4 @@
-"""Pure-functional sequence-mixer ops (no parameters, no Flax). Shapes: B T H K V (see DESIGN.md)."""
+"""Pure-functional sequence-mixer ops (no parameters, no Flax). Shapes: B T H K V (docs/DESIGN.md)."""
 from linear_seq.ops.attention import softmax_attention
 from linear_seq.ops.feature_maps import FEATURE_MAPS, feature_map, random_projection
 from linear_seq.ops.recurrence import MODES, linear_recurrence

@@ -1,11 +1,20 @@
-"""Softmax attention (the quadratic baseline), layout [B, T, H, K] as jax.nn.dot_product_attention."""
+"""Softmax attention (the quadratic baseline), layout [B, T, H, K] as jax.nn.dot_product_attention.
+
+The op calls `jax.nn.dot_product_attention` (XLA by default; cuDNN flash attention on GPUs with
+implementation='cudnn') whenever it can express the call: K = V. Causal self-attention (Tq = Tk) uses its
+`is_causal`; queries aligned to the end of a longer key sequence (Tq < Tk, a KV cache), packed segments and
+user masks go in through its boolean `mask`. `implementation='explicit'` is the float32 masked-softmax form
+written out, the reference the tests hold the kernel path to (and the path taken when K ≠ V).
+See docs/DESIGN.md for the notation.
+"""
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from linear_seq.ops._checks import check_shape
+from linear_seq.checks import check_shape
 
 _LEGEND = "(q [B,Tq,H,K], k [B,Tk,H,K], v [B,Tk,H,V])"
+IMPLEMENTATIONS = (None, "cudnn", "explicit")
 
 
 def _broadcasts_to(shape, full) -> bool:
@@ -33,8 +42,44 @@ def _segment_mask(segment_ids, B, Tq, Tk):
   return q_seg[:, :, None] == kv_seg[:, None, :]
 
 
+def _explicit(q, k, v, allowed, bias, scale):
+  """The written-out form in float32: masked logits, a stabilized softmax, the weighted sum of v.
+
+  allowed: bool broadcastable to [B, H, Tq, Tk] (or None: every key); bias: float32 or None.
+  """
+  logits = jnp.einsum("bqhk,bshk->bhqs", q, k, preferred_element_type=jnp.float32) * scale
+  if bias is not None:
+    logits = logits + bias
+  if allowed is not None:
+    # -inf before exp (masking after exp would give NaN gradients); rows with no key give 0.
+    logits = jnp.where(allowed, logits, -jnp.inf)
+  row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+  row_max = jnp.where(jnp.isfinite(row_max), row_max, 0.0)
+  p_BHQS = jnp.exp(logits - row_max)
+  denom = jnp.sum(p_BHQS, axis=-1)  # [B, H, Tq]
+  o_BQHV = jnp.einsum("bhqs,bshv->bqhv", p_BHQS, v.astype(jnp.float32))
+  denom = jnp.where(denom > 0, denom, 1.0)
+  return o_BQHV / jnp.transpose(denom, (0, 2, 1))[..., None]
+
+
+def _to_4d(x):
+  return None if x is None else jnp.reshape(x, (1,) * (4 - x.ndim) + x.shape)
+
+
+def _kernel(q, k, v, allowed, bias, scale, is_causal, may_be_empty, implementation):
+  """jax.nn.dot_product_attention with the same semantics as `_explicit` (a row with no key gives 0)."""
+  dtype = jnp.float32 if implementation is None else jnp.result_type(q, k, v)
+  o = jax.nn.dot_product_attention(q.astype(dtype), k.astype(dtype), v.astype(dtype), bias=_to_4d(bias),
+                                   mask=_to_4d(allowed), scale=scale, is_causal=is_causal,
+                                   implementation=implementation)
+  if may_be_empty:  # the kernel spreads a fully masked row uniformly over v; the op's contract is 0
+    has_key_BHQ = jnp.broadcast_to(jnp.any(allowed, axis=-1), (q.shape[0], q.shape[2], q.shape[1]))
+    o = jnp.where(jnp.transpose(has_key_BHQ, (0, 2, 1))[..., None], o, 0.0)
+  return o
+
+
 def softmax_attention(q, k, v, *, causal: bool = True, scale: float | None = None,
-                      segment_ids=None, mask=None, bias=None):
+                      segment_ids=None, mask=None, bias=None, implementation: str | None = None):
   """o_i = Σ_j softmax_j(scale · q_i·k_j + bias_ij over allowed j) v_j.
 
   Args:
@@ -46,11 +91,18 @@ def softmax_attention(q, k, v, *, causal: bool = True, scale: float | None = Non
       array [B, Tk] (queries take its last Tq entries) or a pair (q_segment_ids [B, Tq],
       kv_segment_ids [B, Tk]).
     mask: optional bool, broadcastable to [B, H, Tq, Tk]; True = may attend.
-    bias: optional float added to the logits, broadcastable to [B, H, Tq, Tk] (e.g. ALiBi).
+    bias: optional float added to the logits, broadcastable to [B, H, Tq, Tk] (e.g. ALiBi); finite
+      (exclude keys with `mask`, not with a −inf bias).
+    implementation: None (default) — `jax.nn.dot_product_attention` with its default backend, in float32,
+      when K = V, else the explicit form; 'cudnn' — its cuDNN flash attention (GPU, K = V, q/k/v in
+      float16 or bfloat16, computed in that dtype with float32 accumulation); 'explicit' — the float32
+      masked softmax written out (the reference).
   Returns:
-    o [B, Tq, H, V] in v's dtype. Logits, softmax and the weighted sum run in float32. A query
-    with no allowed key gets o = 0.
+    o [B, Tq, H, V] in v's dtype. With implementation None or 'explicit', logits, softmax and the
+    weighted sum run in float32 whatever the input dtype. A query with no allowed key gets o = 0.
   """
+  if implementation not in IMPLEMENTATIONS:
+    raise ValueError(f"unknown implementation {implementation!r}; valid: None, cudnn, explicit")
   q, k, v = jnp.asarray(q), jnp.asarray(k), jnp.asarray(v)
   if q.ndim != 4:
     raise ValueError(f"q has shape {list(q.shape)}, expected [B, Tq, H, K] {_LEGEND}")
@@ -61,35 +113,36 @@ def softmax_attention(q, k, v, *, causal: bool = True, scale: float | None = Non
   if causal and Tq > Tk:
     raise ValueError(f"causal attention needs Tq <= Tk (queries align to the last keys); "
                      f"got Tq={Tq}, Tk={Tk}")
+  if implementation == "cudnn" and v.shape[-1] != K:
+    raise ValueError(f"implementation='cudnn' needs K = V (dot_product_attention); got K={K}, V={v.shape[-1]}")
   if scale is None:
     scale = K ** -0.5
   full = (B, H, Tq, Tk)
-
-  logits = jnp.einsum("bqhk,bshk->bhqs", q, k, preferred_element_type=jnp.float32) * scale
   if bias is not None:
     if not _broadcasts_to(np.shape(bias), full):
       raise ValueError(f"bias has shape {list(np.shape(bias))}, expected broadcastable to "
                        f"[B, H, Tq, Tk] = {list(full)}")
-    logits = logits + jnp.asarray(bias, jnp.float32)
+    bias = jnp.asarray(bias, jnp.float32)
+  if mask is not None and not _broadcasts_to(np.shape(mask), full):
+    raise ValueError(f"mask has shape {list(np.shape(mask))}, expected broadcastable to "
+                     f"[B, H, Tq, Tk] = {list(full)}")
 
-  allowed = jnp.ones((1, 1, Tq, Tk), bool)
-  if causal:
-    q_pos = jnp.arange(Tq) + (Tk - Tq)
-    allowed = allowed & (q_pos[:, None] >= jnp.arange(Tk)[None, :])
+  use_kernel = implementation == "cudnn" or (implementation is None and v.shape[-1] == K)
+  # Top-left causal (the kernel's is_causal) equals ours only when Tq = Tk; otherwise causality is a mask.
+  is_causal = bool(causal and use_kernel and Tq == Tk)
+  allowed = None
+  if causal and not is_causal:
+    allowed = (jnp.arange(Tq) + (Tk - Tq))[:, None] >= jnp.arange(Tk)[None, :]
   if segment_ids is not None:
-    allowed = allowed & _segment_mask(segment_ids, B, Tq, Tk)[:, None]
+    seg = _segment_mask(segment_ids, B, Tq, Tk)[:, None]
+    allowed = seg if allowed is None else allowed & seg
   if mask is not None:
-    if not _broadcasts_to(np.shape(mask), full):
-      raise ValueError(f"mask has shape {list(np.shape(mask))}, expected broadcastable to "
-                       f"[B, H, Tq, Tk] = {list(full)}")
-    allowed = allowed & jnp.asarray(mask, bool)
-
-  # -inf before exp (masking after exp would give NaN gradients); rows with no key give 0.
-  logits = jnp.where(allowed, logits, -jnp.inf)
-  row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
-  row_max = jnp.where(jnp.isfinite(row_max), row_max, 0.0)
-  p_BHQS = jnp.exp(logits - row_max)
-  denom = jnp.sum(p_BHQS, axis=-1)  # [B, H, Tq]
-  o_BQHV = jnp.einsum("bhqs,bshv->bqhv", p_BHQS, v.astype(jnp.float32))
-  denom = jnp.where(denom > 0, denom, 1.0)
-  return (o_BQHV / jnp.transpose(denom, (0, 2, 1))[..., None]).astype(v.dtype)
+    m = jnp.asarray(mask, bool)
+    allowed = m if allowed is None else allowed & m
+  if use_kernel:
+    # Causal or single-array segments always leave a query its own position; a mask or a segment pair may not.
+    may_be_empty = mask is not None or isinstance(segment_ids, (tuple, list))
+    o = _kernel(q, k, v, allowed, bias, scale, is_causal, may_be_empty, implementation)
+  else:
+    o = _explicit(q, k, v, allowed, bias, scale)
+  return o.astype(v.dtype)

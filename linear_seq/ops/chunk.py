@@ -46,6 +46,7 @@ import numpy as np
 from jax import lax
 
 from linear_seq.ops import parallel as parallel_lib
+from linear_seq.ops import seq_parallel
 
 _HI = lax.Precision.HIGHEST   # the 0/1 matmuls that sum log decays must not drop to bf16/TF32
 
@@ -160,7 +161,7 @@ def _chunk_group(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, C: int, vector: bool):
 
   # Inter-chunk: S_{n+1} = diag(e^Γ_n) S_n + U_n by a scan over chunks; keep each S_n.
   u_NBHKV = jnp.einsum("nbhck,nbhcv->nbhkv", k_out, v)
-  s = jnp.zeros((B, H, K, V), q_BTHK.dtype) if s0_BHKV is None else s0_BHKV
+  s = seq_parallel.initial_carry(s0_BHKV, k_BTHK, v_BTHV)
 
   def step(s_BHKV, x):
     u_BHKV, a_BHk = x
@@ -204,6 +205,6 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, chunk_size: int):
     o_BLHV, s_BHKV = _chunk_group(*x[:3], x[3], s_BHKV, C, vector)
     return s_BHKV, o_BLHV
 
-  s = jnp.zeros((B, H, K, V), q_BTHK.dtype) if s0_BHKV is None else s0_BHKV
+  s = seq_parallel.initial_carry(s0_BHKV, k_BTHK, v_BTHV)
   s, o_GBLHV = lax.scan(body, s, xs)
   return o_GBLHV.swapaxes(0, 1).reshape(B, G * L, H, V)[:, :T], s

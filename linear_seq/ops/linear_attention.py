@@ -1,7 +1,7 @@
 """Linear-attention wrappers over `linear_recurrence`: kernelized (seed eq. 6-11), retention, GLA.
 
 All three run S_t = diag(α_t) S_{t−1} + k_tᵀ v_t, o_t = scale · q_t S_t (one `linear_recurrence`
-call each) and differ in what q, k, α are; see DESIGN.md. Shapes: q, k [B,T,H,K], v [B,T,H,V];
+call each) and differ in what q, k, α are; see docs/DESIGN.md. Shapes: q, k [B,T,H,K], v [B,T,H,V];
 states float32 [B,H,K',V] (K' = feature dim after the feature map).
 """
 from typing import Callable
@@ -10,10 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from linear_seq.ops._checks import check_shape, is_concrete
+from linear_seq.checks import check_shape, if_concrete
 from linear_seq.ops.feature_maps import feature_map as _get_feature_map
 from linear_seq.ops.feature_maps import positive_kernel_maps
-from linear_seq.ops.recurrence import linear_recurrence
+from linear_seq.ops import seq_parallel
+from linear_seq.ops.recurrence import unchecked_linear_recurrence
 
 _LEGEND = "(q [B,T,H,K], k [B,T,H,K], v [B,T,H,V])"
 
@@ -39,7 +40,7 @@ def _broadcast_decay(d):
   return d[:, None] if d.ndim == 1 else (d[..., None] if d.ndim == 3 else d)
 
 
-def _key_stabilizer(log_phi_k, has_initial_state, reset_BTH):
+def _key_stabilizer(log_phi_k, has_initial_state, reset_BTH, seq_axis=None):
   """Running max m_t = max_{j≤t, d} ℓ(k_j)_d per (b, h) since the last reset, gradient stopped.
 
   Keys in frame m_t are exp(ℓ(k_t) − m_t); moving the state from frame m_{t−1} to m_t multiplies it
@@ -47,6 +48,8 @@ def _key_stabilizer(log_phi_k, has_initial_state, reset_BTH):
   is cleared anyway) the max restarts, so one document's large keys do not squash the next one's.
   The initial state is in frame 0 (m_{−1} = 0, and m ≥ 0 until the first reset); without one,
   m_{−1} = m_0 (the state is zero anyway). Returns (m [B,T,H], extra log decay [B,T,H] ≤ 0).
+  With seq_axis (T split over shards) the (reset seen, max) pair of the shards before this one is
+  combined in first, so every shard works in exactly the unsharded frame.
   """
   row_max = jax.lax.stop_gradient(jnp.max(log_phi_k, axis=-1))
 
@@ -54,11 +57,19 @@ def _key_stabilizer(log_phi_k, has_initial_state, reset_BTH):
     return a[0] | b[0], jnp.where(b[0], b[1], jnp.maximum(a[1], b[1]))
 
   seen_reset, m = jax.lax.associative_scan(segmented_max, (reset_BTH, row_max), axis=1)
+  if seq_axis is not None:
+    seen_in, m_in = seq_parallel.segmented_max_in(seen_reset[:, -1], m[:, -1], seq_axis)
+    seen_reset, m = segmented_max((seen_in[:, None], m_in[:, None]), (seen_reset, m))
+    if has_initial_state:   # the global m just before this shard (0 before shard 0)
+      m_before = jnp.where(seen_in, m_in, jnp.maximum(m_in, 0.0))
+    else:
+      m_before = jnp.where(jax.lax.axis_index(seq_axis) == 0, m[:, 0], m_in)
   if has_initial_state:
     m = jnp.where(seen_reset, m, jnp.maximum(m, 0.0))
-    m_prev = jnp.concatenate([jnp.zeros_like(m[:, :1]), m[:, :-1]], axis=1)
-  else:
-    m_prev = jnp.concatenate([m[:, :1], m[:, :-1]], axis=1)
+    m_before = jnp.zeros_like(m[:, 0]) if seq_axis is None else m_before
+  elif seq_axis is None:
+    m_before = m[:, 0]
+  m_prev = jnp.concatenate([m_before[:, None], m[:, :-1]], axis=1)
   # m only drops at resets, where the total decay is −inf anyway; keep this part ≤ 0.
   return m, jnp.minimum(m_prev - m, 0.0)
 
@@ -66,7 +77,7 @@ def _key_stabilizer(log_phi_k, has_initial_state, reset_BTH):
 def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projection=None,
                      normalize: bool = True, log_decay=None, eps: float = 1e-6,
                      scale: float | None = None, initial_state=None, mode: str = "chunk",
-                     chunk_size: int = 64, reset=None):
+                     chunk_size: int = 64, reset=None, seq_axis: str | None = None):
   """Kernelized causal linear attention (seed eq. 6-9), optionally decayed (eq. 10-11).
 
       S_t = α_t S_{t−1} + w_t φ(k_t)ᵀ v_t        z_t = α_t z_{t−1} + w_t φ(k_t)
@@ -100,6 +111,9 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
     reset: optional bool [B, T], True at the first token of a new document (packed rows): the state
       is cleared before that token (α_t = 0) while its key keeps weight w_t = 1 − α of log_decay
       (1 without log_decay), so an undecayed map stays undecayed between resets.
+    seq_axis: None, or a `jax.shard_map` axis splitting T (see `linear_recurrence`); the correction
+      from earlier shards enters S and z before the division, and the stabilizer's running key max
+      is combined across the shards.
   Returns:
     (o [B, T, H, V] in v's dtype, state).
   """
@@ -135,9 +149,8 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
   full_reset_BTH = jnp.zeros((B, T, H), bool)
   if log_decay is not None:
     _check_log_decay(log_decay, B, T, H, Kf)
-    if is_concrete(log_decay) and not np.all(np.asarray(log_decay, np.float32) <= 0):  # NaN fails
-      raise ValueError("log_decay must be <= 0 everywhere (decay α = exp(log_decay) in [0, 1]; "
-                       "-inf resets)")
+    if_concrete(log_decay, lambda a: np.all(a <= 0),  # NaN fails
+                "log_decay must be <= 0 everywhere (decay α = exp(log_decay) in [0, 1]; -inf resets)")
     decay = jnp.asarray(log_decay, jnp.float32)
     full_reset_BTH = jnp.all(jnp.broadcast_to(_broadcast_decay(decay), (B, T, H, Kf)) == -jnp.inf,
                              axis=-1)
@@ -145,7 +158,7 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
     check_shape("reset", reset, (B, T), "(bool, True at a document's first token)")
     full_reset_BTH = full_reset_BTH | jnp.asarray(reset, bool)[..., None]
   if stabilize:
-    m_BTH, shift_decay = _key_stabilizer(lk, initial_state is not None, full_reset_BTH)
+    m_BTH, shift_decay = _key_stabilizer(lk, initial_state is not None, full_reset_BTH, seq_axis)
     phi_k = jnp.exp(lk - m_BTH[..., None])
   if decay is not None:
     phi_k = phi_k * -jnp.expm1(_broadcast_decay(decay))  # eq. 10-11: k weighted by 1 − α
@@ -161,8 +174,8 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
   if not normalize:
     if initial_state is not None:
       check_shape("initial_state", initial_state, (B, H, Kf, V), "S [B,H,K',V] (normalize=False)")
-    o, S = linear_recurrence(phi_q, phi_k, v32, decay, scale=scale,
-                             initial_state=initial_state, mode=mode, chunk_size=chunk_size)
+    o, S = unchecked_linear_recurrence(phi_q, phi_k, v32, decay, scale=scale, initial_state=initial_state,
+                                       mode=mode, chunk_size=chunk_size, seq_axis=seq_axis)
     return o.astype(v.dtype), S
 
   S0 = None
@@ -175,11 +188,12 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
     S0 = jnp.concatenate([jnp.asarray(initial_state[0], jnp.float32),
                           jnp.asarray(initial_state[1], jnp.float32)[..., None]], axis=-1)
   v1 = jnp.concatenate([v32, jnp.ones((B, T, H, 1), jnp.float32)], axis=-1)
-  o1, S1 = linear_recurrence(phi_q, phi_k, v1, decay, scale=1.0, initial_state=S0, mode=mode,
-                             chunk_size=chunk_size)
+  o1, S1 = unchecked_linear_recurrence(phi_q, phi_k, v1, decay, scale=1.0, initial_state=S0, mode=mode,
+                                       chunk_size=chunk_size, seq_axis=seq_axis)
   o = o1[..., :V] / (o1[..., V:] + eps)
   if stabilize:
-    S1 = S1 * jnp.exp(m_BTH[:, -1])[:, :, None, None]  # back to frame 0
+    m_last = m_BTH[:, -1] if seq_axis is None else seq_parallel.from_last_shard(m_BTH[:, -1], seq_axis)
+    S1 = S1 * jnp.exp(m_last)[:, :, None, None]  # back to frame 0
   return o.astype(v.dtype), (S1[..., :V], S1[..., V])
 
 
@@ -191,36 +205,37 @@ def _add_decays(decay, shift_decay_BTH):
 
 
 def retention(q, k, v, gamma, *, scale: float | None = None, initial_state=None,
-              mode: str = "chunk", chunk_size: int = 64):
+              mode: str = "chunk", chunk_size: int = 64, seq_axis: str | None = None):
   """Retention (RetNet): S_t = γ_h S_{t−1} + k_tᵀ v_t, o_t = scale · q_t S_t.
 
   gamma: [H], each in (0, 1) (checked when concrete; under jit the check is skipped).
+  seq_axis: None or a `jax.shard_map` axis splitting T (see `linear_recurrence`).
   Returns (o [B,T,H,V], S [B,H,K,V] float32).
   """
   _, _, H, _ = _check_qkv(q, k, v)
   check_shape("gamma", gamma, (H,), "(one decay per head)")
-  if is_concrete(gamma):
-    g = np.asarray(gamma, np.float64)
-    if not np.all((g > 0) & (g < 1)):
-      raise ValueError(f"gamma must lie in (0, 1) for every head, got {g.tolist()}")
+  if_concrete(gamma, lambda g: np.all((g > 0) & (g < 1)),
+              lambda g: f"gamma must lie in (0, 1) for every head, got {g.astype(np.float64).tolist()}")
   log_decay = jnp.log(jnp.asarray(gamma, jnp.float32))
-  return linear_recurrence(q, k, v, log_decay, scale=scale, initial_state=initial_state,
-                           mode=mode, chunk_size=chunk_size)
+  return unchecked_linear_recurrence(q, k, v, log_decay, scale=scale, initial_state=initial_state,
+                                     mode=mode, chunk_size=chunk_size, seq_axis=seq_axis)
 
 
 def gated_linear_attention(q, k, v, log_forget, *, scale: float | None = None,
-                           initial_state=None, mode: str = "chunk", chunk_size: int = 64):
+                           initial_state=None, mode: str = "chunk", chunk_size: int = 64,
+                           seq_axis: str | None = None):
   """GLA: S_t = diag(α_t) S_{t−1} + k_tᵀ v_t, o_t = scale · q_t S_t, α_t = exp(log_forget_t).
 
   log_forget: [B,T,H,K] (a gate per key dim) or [B,T,H] (scalar per head), ≤ 0; −inf resets.
-  Checked ≤ 0 when concrete. Returns (o [B,T,H,V], S [B,H,K,V] float32).
+  Checked ≤ 0 when concrete. seq_axis: None or a `jax.shard_map` axis splitting T (see
+  `linear_recurrence`). Returns (o [B,T,H,V], S [B,H,K,V] float32).
   """
   B, T, H, K = _check_qkv(q, k, v)
   shape = tuple(np.shape(log_forget))
   if shape not in ((B, T, H, K), (B, T, H)):
     raise ValueError(f"log_forget has shape {list(shape)}, expected [B,T,H,K] = {[B, T, H, K]} "
                      f"or [B,T,H] = {[B, T, H]}")
-  if is_concrete(log_forget) and not np.all(np.asarray(log_forget, np.float32) <= 0):
-    raise ValueError("log_forget must be <= 0 everywhere (a forget gate in [0, 1]; -inf resets)")
-  return linear_recurrence(q, k, v, log_forget, scale=scale, initial_state=initial_state,
-                           mode=mode, chunk_size=chunk_size)
+  if_concrete(log_forget, lambda a: np.all(a <= 0),
+              "log_forget must be <= 0 everywhere (a forget gate in [0, 1]; -inf resets)")
+  return unchecked_linear_recurrence(q, k, v, log_forget, scale=scale, initial_state=initial_state,
+                                     mode=mode, chunk_size=chunk_size, seq_axis=seq_axis)

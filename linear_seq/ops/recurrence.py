@@ -2,8 +2,8 @@
 
     S_t = diag(α_t) S_{t-1} + k_tᵀ v_t,      o_t = scale · q_t S_t,      S_{-1} = initial_state
 
-Legend: B batch, T time, H heads, K key dim, V value dim. `log_decay` is log α_t ≤ 0; −inf at a
-position is an exact state reset (a document boundary in a packed sequence).
+Legend (docs/DESIGN.md): B batch, T time, H heads, K key dim, V value dim. `log_decay` is log α_t ≤ 0;
+−inf at a position is an exact state reset (a document boundary in a packed sequence).
 
 This module holds the public dispatcher, input validation, and the `recurrent` (lax.scan) and
 `assoc` (lax.associative_scan) forms. `parallel` (masked T×T) lives in parallel.py, `chunk`
@@ -15,9 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from linear_seq.ops import _checks
+from linear_seq import checks
 from linear_seq.ops import chunk as chunk_lib
 from linear_seq.ops import parallel as parallel_lib
+from linear_seq.ops import seq_parallel
 
 MODES = ("recurrent", "parallel", "chunk", "assoc")
 
@@ -28,7 +29,7 @@ LOG_DECAY_FLOOR = -1e4
 
 
 def _gate(log_decay, B: int, T: int, H: int, K: int, dtype=jnp.float32):
-  """Validates log_decay; returns g [B,T,H,1] (fixed or scalar) or [B,T,H,K] in dtype, or None."""
+  """Checks log_decay's shape; returns g [B,T,H,1] (fixed or scalar) or [B,T,H,K] in dtype, or None."""
   if log_decay is None:
     return None
   shape = tuple(np.shape(log_decay))
@@ -36,13 +37,6 @@ def _gate(log_decay, B: int, T: int, H: int, K: int, dtype=jnp.float32):
     raise ValueError(
         f"log_decay has shape {list(shape)}, expected [H]=[{H}] (fixed per head), "
         f"[B, T, H]=[{B}, {T}, {H}] (scalar gate) or [B, T, H, K]=[{B}, {T}, {H}, {K}] (vector gate)")
-  if _checks.is_concrete(log_decay):
-    arr = np.asarray(log_decay, np.float32)
-    if np.any(np.isnan(arr)):
-      raise ValueError("log_decay contains NaN; expected log α ≤ 0 (−inf for a reset)")
-    if np.any(arr > 0):
-      raise ValueError(f"log_decay must be ≤ 0 (decay α = exp(log_decay) in [0, 1]); "
-                       f"max is {float(arr.max())}")
   g = jnp.maximum(jnp.asarray(log_decay).astype(dtype), LOG_DECAY_FLOOR)
   if g.ndim == 1:
     g = jnp.broadcast_to(g[None, None, :, None], (B, T, H, 1))
@@ -52,21 +46,22 @@ def _gate(log_decay, B: int, T: int, H: int, K: int, dtype=jnp.float32):
 
 
 def _validate(q, k, v, initial_state, mode, chunk_size):
-  _checks.check_choice("mode", mode, MODES)
-  _checks.check_positive_int("chunk_size", chunk_size)
+  checks.check_choice("mode", mode, MODES)
+  checks.check_positive_int("chunk_size", chunk_size)
   if np.ndim(q) != 4:
     raise ValueError(f"q has shape {list(np.shape(q))}, expected 4 dims [B, T, H, K]")
   B, T, H, K = np.shape(q)
-  _checks.check_shape("k", k, (B, T, H, K), "[B, T, H, K] (same as q)")
-  _checks.check_shape("v", v, (B, T, H, None), "[B, T, H, V] (B, T, H as q)")
+  checks.check_shape("k", k, (B, T, H, K), "[B, T, H, K] (same as q)")
+  checks.check_shape("v", v, (B, T, H, None), "[B, T, H, V] (B, T, H as q)")
   V = np.shape(v)[-1]
   if initial_state is not None:
-    _checks.check_shape("initial_state", initial_state, (B, H, K, V), "[B, H, K, V]")
+    checks.check_shape("initial_state", initial_state, (B, H, K, V), "[B, H, K, V]")
   return B, T, H, K, V
 
 
 def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
-                      initial_state=None, mode: str = "chunk", chunk_size: int = 64):
+                      initial_state=None, mode: str = "chunk", chunk_size: int = 64,
+                      seq_axis: Optional[str] = None):
   """Runs S_t = diag(α_t) S_{t-1} + k_tᵀ v_t, o_t = scale · q_t S_t over t = 0..T-1.
 
   Args:
@@ -78,12 +73,33 @@ def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
     mode: 'recurrent' (lax.scan; decode), 'parallel' (masked T×T), 'chunk' (chunkwise-parallel;
       training), 'assoc' (lax.associative_scan). All agree to float32 rounding.
     chunk_size: chunk length C for mode='chunk'; any T works (padded internally).
+    seq_axis: None, or the name of a `jax.shard_map` mesh axis that splits T (shard r holds the r-th
+      contiguous block; all inputs are the shard's block): each shard gets exactly the unsharded op's
+      outputs for its block, the returned state is the one after the last shard (replicated, so
+      out_specs=P() works) and initial_state is the state before shard 0 (see seq_parallel.py).
 
   Returns:
     o [B, T, H, V] in the inputs' dtype, and the final state S_{T-1} [B, H, K, V] float32.
     States and cumulative log decays are accumulated in float32 whatever the input dtype
     (float64 inputs under jax_enable_x64 stay float64, for references).
   """
+  if log_decay is not None:
+    checks.if_concrete(log_decay, lambda a: np.all(a <= 0), _log_decay_message)  # NaN fails too
+  return unchecked_linear_recurrence(q, k, v, log_decay, scale=scale, initial_state=initial_state, mode=mode,
+                                     chunk_size=chunk_size, seq_axis=seq_axis)
+
+
+def _log_decay_message(a: np.ndarray) -> str:
+  if np.any(np.isnan(a)):
+    return "log_decay contains NaN; expected log α ≤ 0 (−inf for a reset)"
+  return f"log_decay must be ≤ 0 (decay α = exp(log_decay) in [0, 1]); max is {float(a.max())}"
+
+
+def unchecked_linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
+                                initial_state=None, mode: str = "chunk", chunk_size: int = 64,
+                                seq_axis: Optional[str] = None):
+  """linear_recurrence without the check of log_decay's values (shapes are still checked), for the wrappers
+  in linear_attention.py, which check their own decays once, with their own names."""
   B, T, H, K, V = _validate(q, k, v, initial_state, mode, chunk_size)
   out_dtype = jnp.result_type(q, k, v)
   acc = jnp.promote_types(out_dtype, jnp.float32)   # float32, or float64 under x64 in tests
@@ -93,22 +109,18 @@ def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
   cast = lambda x: jnp.asarray(x).astype(acc)
   q, k, v = cast(q) * scale, cast(k), cast(v)
   s0 = None if initial_state is None else cast(initial_state)
-  if mode == "recurrent":
-    o, s = recurrent(q, k, v, g, s0)
-  elif mode == "assoc":
-    o, s = assoc(q, k, v, g, s0)
-  elif mode == "parallel":
-    o, s = parallel_lib.parallel(q, k, v, g, s0)
+  form = {"recurrent": recurrent, "assoc": assoc, "parallel": parallel_lib.parallel,
+          "chunk": lambda *a: chunk_lib.chunk(*a, chunk_size)}[mode]
+  if seq_axis is None:
+    o, s = form(q, k, v, g, s0)
   else:
-    o, s = chunk_lib.chunk(q, k, v, g, s0, chunk_size)
+    o, s = seq_parallel.run(form, q, k, v, g, s0, seq_axis)
   return o.astype(out_dtype), s
 
 
 def recurrent(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV):
   """lax.scan over time (float32 in, scale already in q). g: None, [B,T,H,1] or [B,T,H,K]."""
-  B, T, H, K = q_BTHK.shape
-  V = v_BTHV.shape[-1]
-  s = jnp.zeros((B, H, K, V), q_BTHK.dtype) if s0_BHKV is None else s0_BHKV
+  s = seq_parallel.initial_carry(s0_BHKV, k_BTHK, v_BTHV)
   tm = lambda x: jnp.moveaxis(x, 1, 0)
   xs = (tm(q_BTHK), tm(k_BTHK), tm(v_BTHV), None if g_BTHk is None else tm(jnp.exp(g_BTHk)))
 

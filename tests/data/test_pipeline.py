@@ -9,8 +9,7 @@ from linear_seq import data
 from linear_seq.data import pipeline
 from linear_seq.data import registry
 from linear_seq.data import tokenizer as tokenizer_lib
-from tests.data.conftest import default_data_config
-from tests.data.conftest import write_files
+from tests.helpers import default_data_config, write_files
 
 KEYS = ("inputs", "targets", "weights", "segment_ids")
 

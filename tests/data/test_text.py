@@ -14,7 +14,7 @@ from linear_seq.data import text
 from linear_seq.data import text_files
 from linear_seq.data import tfds_text
 from linear_seq.data import tokenizer as tokenizer_lib
-from tests.data.conftest import write_files
+from tests.helpers import write_files
 
 TOK = tokenizer_lib.ByteTokenizer()
 

@@ -9,6 +9,7 @@ import pytest
 from flax import nnx
 
 from linear_seq import mixers
+from tests.helpers import rel_rms
 
 D, H, B, T = 16, 2, 2, 11
 T1 = 6     # prefill length; the packed row is documents of T − T1 = 5 and T1 = 6 tokens
@@ -44,14 +45,6 @@ def make(name, opts, seed=0):
   if name in ("s4", "mamba2"):
     return cls(D, **opts, rngs=nnx.Rngs(seed))
   return cls(D, H, **opts, rngs=nnx.Rngs(seed))
-
-
-def rel(a, b):
-  a, b = np.asarray(a), np.asarray(b)
-  if np.iscomplexobj(b):
-    a, b = np.stack([a.real, a.imag]), np.stack([b.real, b.imag])
-  a, b = a.astype(np.float64), b.astype(np.float64)
-  return float(np.sqrt(np.mean((a - b) ** 2)) / (np.sqrt(np.mean(b ** 2)) + 1e-30))
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[c[0] for c in CASES])
@@ -104,10 +97,10 @@ def test_prefill_then_steps_equals_one_pass(setup):
   for t in range(T1, T):
     y_t, state = fwd(x[:, t:t + 1], state)
     ys.append(y_t)
-  assert rel(jnp.concatenate(ys, axis=1), y_full) < 1e-5
+  assert rel_rms(jnp.concatenate(ys, axis=1), y_full) < 1e-5
   if name != "softmax":  # the same recurrent state after the last token
     for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(s_full)):
-      assert rel(a, b) < 1e-5
+      assert rel_rms(a, b) < 1e-5
 
 
 def test_packed_documents_are_independent(setup):
@@ -118,10 +111,10 @@ def test_packed_documents_are_independent(setup):
   y_packed, _ = fwd(x, segment_ids=seg)
   y_full, _ = fwd(x)
   y_second, _ = fwd(x[:, t_a:], m.init_state(B, T))  # the second document alone, fresh state
-  assert rel(y_packed[:, :t_a], y_full[:, :t_a]) < 1e-5  # (causality: the first one alone)
-  assert rel(y_packed[:, t_a:], y_second) < 1e-5
+  assert rel_rms(y_packed[:, :t_a], y_full[:, :t_a]) < 1e-5  # (causality: the first one alone)
+  assert rel_rms(y_packed[:, t_a:], y_second) < 1e-5
   y_one_doc, _ = fwd(x, segment_ids=jnp.ones((B, T), jnp.int32))  # no boundary: as without ids
-  assert rel(y_one_doc, y_full) < 1e-5
+  assert rel_rms(y_one_doc, y_full) < 1e-5
 
 
 def test_packed_prefill_then_decode_continues_last_document(setup):
@@ -131,4 +124,4 @@ def test_packed_prefill_then_decode_continues_last_document(setup):
   y_packed, _ = fwd(x, segment_ids=seg)
   _, state = fwd(x[:, :T1], m.init_state(B, T), seg[:, :T1])
   y_step, _ = fwd(x[:, T1:T1 + 1], state)
-  assert rel(y_step, y_packed[:, T1:T1 + 1]) < 1e-5
+  assert rel_rms(y_step, y_packed[:, T1:T1 + 1]) < 1e-5

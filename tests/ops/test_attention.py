@@ -3,6 +3,8 @@
 The reference is the textbook formula in float64 (jax x64, so its gradients are float64 too):
 softmax over the allowed keys of scale·q·k + bias, then the weighted sum of v.
 Tolerances (relative RMS, float32 op vs float64): values VAL_TOL = 1e-5, gradients GRAD_TOL = 1e-5.
+The default path (jax.nn.dot_product_attention, K = V) against the explicit float32 form
+(implementation='explicit'): same dtype, values ≤ 1e-6 and gradients ≤ 2e-6 relative RMS.
 """
 import jax
 import jax.numpy as jnp
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 
 from linear_seq import ops
-from tests.ops.helpers import rel_rms
+from tests.helpers import rel_rms
 
 VAL_TOL = 1e-5
 GRAD_TOL = 1e-5
@@ -79,6 +81,72 @@ def test_matches_reference(causal, Tq, Tk, scale, seg, with_bias):
   assert rel_rms(o32, o64) <= VAL_TOL
   for name, a, b in zip("qkvb", g32, g64):
     assert rel_rms(a, b) <= GRAD_TOL, name
+
+
+KV = 12  # K = V: the shapes jax.nn.dot_product_attention takes
+# (causal, Tq, Tk, segment_ids kind, user mask, bias, dtype): causal self-attention (is_causal), non-causal,
+# a KV cache (Tq < Tk, end-aligned causal mask), packed segments (one array, a pair), masks with empty rows, bf16.
+KERNEL_CASES = [
+    (True, 13, 13, None, False, False, "float32"),
+    (False, 13, 13, None, False, True, "float32"),
+    (True, 4, 13, None, False, False, "float32"),
+    (True, 13, 13, "single", False, True, "float32"),
+    (True, 4, 13, "single", False, False, "float32"),
+    (False, 4, 13, "pair", False, False, "float32"),
+    (False, 13, 13, None, True, False, "float32"),
+    (True, 13, 13, "single", False, False, "bfloat16"),
+    (True, 4, 13, "pair", True, True, "bfloat16"),
+]
+
+
+@pytest.mark.parametrize("causal,Tq,Tk,seg,with_mask,with_bias,dtype", KERNEL_CASES)
+def test_kernel_path_matches_explicit_form(causal, Tq, Tk, seg, with_mask, with_bias, dtype, monkeypatch):
+  calls = []
+  kernel = jax.nn.dot_product_attention
+  monkeypatch.setattr(jax.nn, "dot_product_attention", lambda *a, **kw: calls.append(kw) or kernel(*a, **kw))
+  q, k, v = rand(0, B, Tq, H, KV), rand(1, B, Tk, H, KV), rand(2, B, Tk, H, KV)
+  q_seg = SEG[:, Tk - Tq:].copy()
+  q_seg[0, 0] = 7  # in the pair form, a query whose segment has no key (its row is empty: o = 0)
+  segment_ids = {None: None, "single": SEG, "pair": (q_seg, SEG)}[seg]
+  mask = None
+  if with_mask:
+    mask = np.random.default_rng(5).random((B, 1, Tq, Tk)) < 0.7
+    mask[1, 0, 2] = False  # an empty row
+  bias = jnp.asarray(rand(3, 1, H, Tq, Tk), jnp.float32) if with_bias else None
+  cot = jnp.asarray(rand(4, B, Tq, H, KV), dtype)
+
+  def run(implementation):
+    def f(q, k, v):
+      return ops.softmax_attention(q, k, v, causal=causal, segment_ids=segment_ids, mask=mask, bias=bias,
+                                   implementation=implementation)
+    o, pull = jax.vjp(f, *(jnp.asarray(x, dtype) for x in (q, k, v)))
+    return o, pull(cot)
+
+  o, grads = jax.jit(lambda: run(None))()
+  assert len(calls) == 1 and calls[0]["is_causal"] == (causal and Tq == Tk)
+  o_ref, grads_ref = jax.jit(lambda: run("explicit"))()
+  assert len(calls) == 1, "implementation='explicit' must not call the kernel"
+  assert o.dtype == o_ref.dtype == jnp.dtype(dtype)
+  if seg == "pair" or with_mask:
+    assert np.any(np.all(np.asarray(o_ref, np.float32) == 0, axis=-1))  # the empty rows are there ...
+  f32 = lambda x: np.asarray(x, np.float32)
+  if dtype == "float32":
+    assert rel_rms(o, o_ref) <= 1e-6
+    for name, a, b in zip("qkv", grads, grads_ref):
+      assert rel_rms(a, b) <= 2e-6, name
+  else:  # both compute in float32 and round once to bfloat16: equal up to a rare last-bit flip
+    assert np.mean(f32(o) != f32(o_ref)) <= 0.01 and rel_rms(f32(o), f32(o_ref)) <= 1e-3
+  assert np.array_equal(f32(o) == 0, f32(o_ref) == 0)  # ... and are 0 on the kernel path too
+
+
+def test_kernel_not_used_when_k_differs_from_v(monkeypatch):
+  monkeypatch.setattr(jax.nn, "dot_product_attention", lambda *a, **kw: pytest.fail("kernel called"))
+  q, k, v = rand(0, B, 5, H, K), rand(1, B, 5, H, K), rand(2, B, 5, H, V)
+  assert ops.softmax_attention(q, k, v).shape == (B, 5, H, V)
+  with pytest.raises(ValueError, match="implementation='cudnn' needs K = V"):
+    ops.softmax_attention(q, k, v, implementation="cudnn")
+  with pytest.raises(ValueError, match="unknown implementation 'flash'; valid: None, cudnn, explicit"):
+    ops.softmax_attention(q, k, v, implementation="flash")
 
 
 def test_gradient_causality_and_masked_rows():

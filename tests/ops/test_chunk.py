@@ -13,8 +13,8 @@ import pytest
 from linear_seq import ops
 from linear_seq.ops import chunk as chunk_lib
 from linear_seq.ops.reference import linear_recurrence_reference
-from tests.ops.helpers import assert_close, vjp_grads
-from tests.ops.test_recurrence import GRAD_TOL, VALUE_TOL, _cotangents, _run, make_inputs
+from tests.helpers import (GRAD_TOL, VALUE_TOL, assert_close, make_inputs, recurrence_cotangents, run_recurrence,
+                           vjp_grads)
 
 # (T, K, V, chunk, gate, strength, resets, initial state): T not a multiple of the group or chunk.
 CASES = [
@@ -29,7 +29,7 @@ def test_grouped_chunk_matches_reference(case, monkeypatch):
   monkeypatch.setattr(chunk_lib, "GROUP_TOKENS", 32)   # 3-4 groups, the last one padded
   T, K, V, C, gate, strength, resets, init = case
   q, k, v, g, s0 = make_inputs(T, K, V, gate, strength, resets, init, seed=11)
-  cot = _cotangents(q, v, s0)
+  cot = recurrence_cotangents(q, v, s0)
 
   def run(q, k, v, g, s0):
     return ops.linear_recurrence(q, k, v, g, initial_state=s0, mode="chunk", chunk_size=C)
@@ -40,7 +40,7 @@ def test_grouped_chunk_matches_reference(case, monkeypatch):
   assert_close(s, s_ref, VALUE_TOL, "final state")
   with jax.enable_x64(True):
     f64 = lambda x: None if x is None else jnp.asarray(x, jnp.float64)
-    _, grads64 = _run("recurrent", C, *map(f64, (q, k, v, g, s0)), jax.tree.map(f64, cot))
+    _, grads64 = run_recurrence("recurrent", C, *map(f64, (q, k, v, g, s0)), jax.tree.map(f64, cot))
     grads64 = jax.tree.map(np.asarray, grads64)
   for name, gr, gr64 in zip(["dq", "dk", "dv", "dg" if g is not None else "ds0", "ds0"], grads, grads64):
     assert np.all(np.isfinite(gr)), f"{name} not finite"

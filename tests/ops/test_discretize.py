@@ -12,7 +12,7 @@ import scipy.linalg
 
 from linear_seq import ops
 from linear_seq.ops.discretize import DIAGONALIZE_MAX_COND, phi1
-from tests.ops.helpers import assert_close
+from tests.helpers import assert_close
 
 RNG = np.random.default_rng(0)
 
@@ -136,7 +136,7 @@ def test_per_state_dt_and_batched_diagonal():
     Ab_h, Bb_h = ops.discretize(lam[h], B[h][:, None], np.full(N, dt[h, 0]))  # dt per state [N]
     np.testing.assert_allclose(Ab[h], Ab_h, rtol=1e-6)
     np.testing.assert_allclose(Bb[h], Bb_h[:, 0], rtol=1e-6)
-  # vmap of the DESIGN signature over channels works and agrees
+  # vmap of the ssm signature over channels works and agrees
   Ab_v, Bb_v = jax.vmap(lambda a, b, d: ops.discretize(a, b[:, None], d[0], method="zoh"))(lam, B, dt)
   np.testing.assert_allclose(Ab_v, Ab, rtol=1e-6)
   np.testing.assert_allclose(Bb_v[..., 0], Bb, rtol=1e-6)

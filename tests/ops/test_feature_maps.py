@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from linear_seq import ops
-from tests.ops.helpers import rel_rms
+from tests.helpers import rel_rms
 
 TOL = 1e-5
 K = 5

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from linear_seq import ops
-from tests.ops.helpers import rel_rms
+from tests.helpers import rel_rms
 
 VAL_TOL = 1e-5
 GRAD_TOL = 1e-4

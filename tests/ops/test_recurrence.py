@@ -1,6 +1,6 @@
 """Tests for ops.linear_recurrence in every mode.
 
-Tolerances (float32 ops, relative RMS as in fla, `helpers.rel_rms`):
+Tolerances (float32 ops, relative RMS as in fla, `tests.helpers.rel_rms`):
   values (o, final state) vs the float64 numpy loop reference:            ≤ 1e-5
   gradients wrt q, k, v, log_decay, initial_state (random cotangents on o and S) vs the
     `recurrent` mode run in float64 (jax.enable_x64), itself checked by check_grads:  ≤ 2e-5
@@ -17,10 +17,9 @@ from jax import test_util
 
 from linear_seq import ops
 from linear_seq.ops.reference import linear_recurrence_reference
-from tests.ops.helpers import assert_close, random_like, rel_rms, vjp_grads
+from tests.helpers import (GRAD_TOL, VALUE_TOL, assert_close, make_inputs, recurrence_cotangents, rel_rms,
+                           run_recurrence)
 
-VALUE_TOL = 1e-5
-GRAD_TOL = 2e-5
 B, H = 2, 2
 
 # (T, K, V, chunk, gate shape, strength, resets, initial state): pairwise over the awkward sizes.
@@ -38,35 +37,6 @@ CASES = [
 ]
 
 
-def make_inputs(T, K, V, gate, strength, resets, init, seed=0):
-  """Random q, k, v [B,T,H,·], log_decay of the given shape/strength (−inf resets), state."""
-  r = np.random.default_rng(seed)
-  q = r.normal(size=(B, T, H, K)).astype(np.float32)
-  k = r.normal(size=(B, T, H, K)).astype(np.float32)
-  v = r.normal(size=(B, T, H, V)).astype(np.float32)
-  s0 = r.normal(size=(B, H, K, V)).astype(np.float32) if init else None
-  if gate is None:
-    return q, k, v, None, s0
-  shape = {"fixed": (H,), "scalar": (B, T, H), "vector": (B, T, H, K)}[gate]
-  weak = -r.uniform(0.01, 0.1, size=shape)
-  strong = -r.uniform(15.0, 25.0, size=shape)
-  g = {"weak": weak, "strong": strong, "mixed": np.where(r.random(shape) < 0.3, strong, weak)}[strength]
-  if resets:
-    g[:, [T // 3, T - 1]] = -np.inf
-  return q, k, v, g.astype(np.float32), s0
-
-
-@functools.lru_cache(maxsize=None)
-def _vjp_fn(mode, chunk_size, has_g, has_s0):
-  """Jitted (o, S, grads) of linear_recurrence; grads of ⟨(o, S), cot⟩ wrt q, k, v[, g][, s0]."""
-  def f(q, k, v, g, s0, cot):
-    def run(q, k, v, g, s0):
-      return ops.linear_recurrence(q, k, v, g, initial_state=s0, mode=mode, chunk_size=chunk_size)
-    out = run(q, k, v, g, s0)
-    return out, vjp_grads(run, (q, k, v, g, s0), cot)
-  return jax.jit(f)
-
-
 @functools.lru_cache(maxsize=None)
 def _fwd(mode, chunk_size):
   """Jitted (o, S) = linear_recurrence(q, k, v, g, initial_state=s0) for one mode."""
@@ -74,29 +44,19 @@ def _fwd(mode, chunk_size):
       q, k, v, g, initial_state=s0, mode=mode, chunk_size=chunk_size))
 
 
-def _run(mode, chunk_size, q, k, v, g, s0, cot):
-  return _vjp_fn(mode, chunk_size, g is not None, s0 is not None)(q, k, v, g, s0, cot)
-
-
-def _cotangents(q, v, s0):
-  B_, T, H_, K = q.shape
-  out = (np.zeros((B_, T, H_, v.shape[-1]), np.float32), np.zeros((B_, H_, K, v.shape[-1]), np.float32))
-  return random_like(jax.random.PRNGKey(1), out)
-
-
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
 def test_modes_match_reference(case):
   T, K, V, C, gate, strength, resets, init = case
   q, k, v, g, s0 = make_inputs(T, K, V, gate, strength, resets, init)
-  cot = _cotangents(q, v, s0)
+  cot = recurrence_cotangents(q, v, s0)
   o_ref, s_ref = linear_recurrence_reference(q, k, v, g, initial_state=s0)
   with jax.enable_x64(True):
     f64 = lambda x: None if x is None else jnp.asarray(x, jnp.float64)
-    (o64, s64), grads64 = _run("recurrent", C, *map(f64, (q, k, v, g, s0)), jax.tree.map(f64, cot))
+    (o64, s64), grads64 = run_recurrence("recurrent", C, *map(f64, (q, k, v, g, s0)), jax.tree.map(f64, cot))
     grads64 = jax.tree.map(np.asarray, grads64)
     assert_close((o64, s64), (o_ref, s_ref), 1e-12, "float64 recurrent vs loop reference")
   for mode in ops.MODES:
-    (o, s), grads = _run(mode, C, q, k, v, g, s0, cot)
+    (o, s), grads = run_recurrence(mode, C, q, k, v, g, s0, cot)
     assert o.dtype == jnp.float32 and s.dtype == jnp.float32
     assert_close(o, o_ref, VALUE_TOL, f"{mode} o")
     assert_close(s, s_ref, VALUE_TOL, f"{mode} final state")

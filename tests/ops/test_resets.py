@@ -8,14 +8,10 @@ import numpy as np
 import pytest
 
 from linear_seq import ops
+from tests.helpers import rel_rms
 
 B, T, H, K, t_a = 2, 9, 2, 4, 4
 RESET = jnp.zeros((B, T), bool).at[:, t_a].set(True)
-
-
-def _rel(a, b):
-  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-  return float(np.sqrt(np.mean((a - b) ** 2)) / np.sqrt(np.mean(b ** 2)))
 
 
 @pytest.mark.parametrize("feature_map,normalize,log_decay,mode", [
@@ -32,7 +28,7 @@ def test_linear_attention_reset_equals_separate_documents(feature_map, normalize
   o = f(q, k, v, RESET)
   o_a = f(q[:, :t_a], k[:, :t_a], v[:, :t_a])
   o_b = f(q[:, t_a:], k[:, t_a:], v[:, t_a:])
-  assert _rel(o, jnp.concatenate([o_a, o_b], axis=1)) < 1e-5
+  assert rel_rms(o, jnp.concatenate([o_a, o_b], axis=1)) < 1e-5
 
 
 @pytest.mark.parametrize("mode", ["scan", "assoc"])
@@ -50,8 +46,8 @@ def test_ssm_diag_channels_reset_equals_separate_documents(mode):
   y, x_T = f(u, Ab, Bb, C, D, mode=mode, initial_state=x0, reset=reset)
   y_a, _ = f(u[:, :t_a], Ab, Bb, C, D, mode="fft", initial_state=x0.at[0].set(0))
   y_b, x_b = f(u[:, t_a:], Ab, Bb, C, D, mode="fft")
-  assert _rel(y, jnp.concatenate([y_a, y_b], axis=1)) < 1e-5
-  assert _rel(jnp.abs(x_T), jnp.abs(x_b)) < 1e-5
+  assert rel_rms(y, jnp.concatenate([y_a, y_b], axis=1)) < 1e-5
+  assert rel_rms(jnp.abs(x_T), jnp.abs(x_b)) < 1e-5
 
 
 def test_reset_errors():

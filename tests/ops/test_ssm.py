@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from linear_seq import ops
-from tests.ops.helpers import assert_close, vjp_grads
+from tests.helpers import assert_close, vjp_grads
 
 _ssm = jax.jit(ops.ssm, static_argnames=("mode",))
 _chan = jax.jit(ops.ssm_diag_channels, static_argnames=("mode",))
@@ -198,7 +198,7 @@ def test_channels_match_loop_and_vmap_of_ssm():
     assert y.shape == (B, T, H) and x_T.shape == (B, H, Nc) and x_T.dtype == jnp.complex64
     assert_close(y, y_ref, 1e-5, f"{mode} y")
     assert_close(_ri(x_T), _ri(x_ref), 1e-5, f"{mode} x_T")
-  # jax.vmap of the DESIGN signature over channels
+  # jax.vmap of the ssm signature over channels
   vm = jax.jit(jax.vmap(
       lambda u, a, b, c, d, x: ops.ssm(u[..., None], a, b[:, None], c[None], d[None, None], mode="fft",
                                        initial_state=x),
