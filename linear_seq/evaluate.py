@@ -27,7 +27,7 @@ from linear_seq import metrics as metrics_lib
 from linear_seq import model as model_lib
 from linear_seq import sharding
 from linear_seq import steps
-from linear_seq import train
+from linear_seq import validation
 
 EVAL_FILE = "eval.json"
 POSITION_LOSS_FILE = "position_loss.json"
@@ -47,9 +47,6 @@ def define_flags() -> None:
   flags.DEFINE_float("temperature", 0.8, "Sampling temperature for --generate (0 = greedy).")
   flags.DEFINE_integer("seed", 0, "Sampling seed for --generate.")
   flags.mark_flags_as_required(["workdir"])
-
-
-_OVERRIDES: dict[str, str] = {}
 
 
 class Restored(NamedTuple):
@@ -72,13 +69,13 @@ def restore(workdir: str, step: Optional[int] = None,
     raise checkpoint.CheckpointError(f"no checkpoints in {workdir!r}: nothing has been trained there yet "
                                      "(python -m linear_seq.main --config=... --workdir=...)")
   try:
-    config = config_lib.load_config(workdir)
+    config = config_lib.load_saved(workdir)
     if config_overrides:
       try:
         config = config_lib.apply_overrides(config, config_overrides)
       except ValueError as e:
-        raise train.ConfigError(str(e)) from e
-    info = train.check_config(config)
+        raise validation.ConfigError(str(e)) from e
+    info = validation.check_config(config)
     mesh = sharding.make_mesh()
     static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
     step, state, _ = ckpt.restore(checkpoint.abstract_like(abstract, shardings), step=step)
@@ -103,7 +100,7 @@ def evaluate_restored(workdir: str, r: Restored, *, split: str = "validation",
   out: dict[str, Any] = {"step": int(r.step), "split": split, **result,
                          "num_params": steps.num_params(r.state), "state_size": int(lm.state_size(seq_len)),
                          "eval_seq_len": seq_len, "dataset": r.config.data.dataset,
-                         "mixer": ",".join(train.layer_mixer_names(r.config.model))}
+                         "mixer": ",".join(validation.layer_mixer_names(r.config.model))}
   out.update(_training_speed(workdir, r.step))
   return out
 
@@ -140,28 +137,25 @@ def sample(r: Restored, n: int, *, prompt: str = "", temperature: float = 0.8, s
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
-  """Takes --config.a.b=value overrides out of argv (applied to the workdir's config.json), parses the rest."""
-  rest = [argv[0]]
-  for arg in argv[1:]:
-    if arg.startswith("--config."):
-      key, eq, value = arg[len("--config."):].partition("=")
-      if not eq:
-        sys.exit(f"error: write config overrides as --config.{key}=VALUE")
-      _OVERRIDES[key] = value
-    else:
-      rest.append(arg)
-  return FLAGS(rest)
+  """absl parses the flags; the --config.a.b=value overrides (for the workdir's config.json) stay in argv for
+  main, which parses them against the saved config."""
+  overrides = [arg for arg in argv[1:] if arg.startswith("--config.")]
+  return FLAGS([arg for arg in argv if arg not in overrides]) + overrides
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  try:
+    overrides, unexpected = config_lib.override_args(argv[1:])
+  except ValueError as e:
+    sys.exit(f"error: {e}")
+  if unexpected:
+    raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
   sharding.maybe_initialize_distributed()  # before any other JAX call
   metrics_lib.quiet_library_logs()
   workdir = FLAGS.workdir
   try:
-    restored = restore(workdir, FLAGS.step, _OVERRIDES)
-  except (checkpoint.CheckpointError, train.ConfigError, FileNotFoundError) as e:
+    restored = restore(workdir, FLAGS.step, overrides)
+  except (checkpoint.CheckpointError, validation.ConfigError, FileNotFoundError) as e:
     sys.exit(f"error: {e}")
   # Every process computes (the arrays are global); only process 0 writes and prints.
   is_primary = jax.process_index() == 0

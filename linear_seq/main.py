@@ -13,9 +13,11 @@ from absl import logging
 from ml_collections import config_flags
 
 from linear_seq import checkpoint
+from linear_seq import config_lib
 from linear_seq import metrics as metrics_lib
 from linear_seq import sharding
 from linear_seq import train
+from linear_seq import validation
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics.jsonl and config.json (resumed from).")
@@ -30,11 +32,22 @@ def main(argv):
   metrics_lib.quiet_library_logs()
   sharding.maybe_initialize_distributed()
   try:
-    final = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
-  except (train.ConfigError, FloatingPointError, checkpoint.CheckpointError) as e:
+    config = _config()
+    final = train.train_and_evaluate(config, FLAGS.workdir)
+  except (validation.ConfigError, FloatingPointError, checkpoint.CheckpointError) as e:
     logging.error("%s", e)
     sys.exit(f"error: {e}")
   logging.info("done: %s", final)
+
+
+def _config():
+  """--config and its --config.x=v overrides through config_lib, as the sweep and evaluate load configs
+  (config_flags has already checked the names and types; this gives the same config by the same code)."""
+  try:
+    return config_lib.apply_overrides(config_lib.load_config(config_flags.get_config_filename(FLAGS["config"])),
+                                      config_flags.get_override_values(FLAGS["config"]))
+  except ValueError as e:
+    raise validation.ConfigError(str(e)) from e
 
 
 if __name__ == "__main__":

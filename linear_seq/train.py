@@ -3,7 +3,7 @@
 A workdir holds config.json, metrics.jsonl, tensorboard/ and checkpoints/<step>/. Starting in a workdir with
 checkpoints resumes from the latest one (train state and data iterator), so N steps + restart + N steps
 gives the same losses as 2N steps straight. A non-finite loss or gradient norm stops the run naming the step;
-nothing after the last finite step is saved. An evaluation that cannot run raises ConfigError.
+nothing after the last finite step is saved. An evaluation that cannot run raises validation.ConfigError.
 """
 import time
 from typing import Any, Optional
@@ -19,56 +19,26 @@ from linear_seq import config_lib
 from linear_seq import data
 from linear_seq import eval_lib
 from linear_seq import metrics as metrics_lib
-from linear_seq import mixers
-from linear_seq import model as model_lib
-from linear_seq import ops
 from linear_seq import optim
 from linear_seq import sharding
 from linear_seq import steps
+from linear_seq import validation
+from linear_seq.mixers import random_projection
 
 # Config fields whose change makes a workdir's checkpoints unusable (the model's shapes or the data stream; other
 # changes, e.g. train.num_steps or the learning rate, are fine: the optimizer state has a fixed structure).
 _INCOMPATIBLE = ("model.", "seed", "data.dataset", "data.path", "data.vocab_size")
 
 
-class ConfigError(ValueError):
-  """A config that cannot run (unknown names, bad sizes, a workdir trained with another model or data, an
-  evaluation that finds no data)."""
-
-
-def layer_mixer_names(model: ml_collections.ConfigDict) -> list[str]:
-  names = [s.strip() for s in model.layer_mixers.split(",")] if model.layer_mixers else [model.mixer]
-  return [n for n in names if n]
-
-
-def check_config(config: ml_collections.ConfigDict):
-  """Fails fast, before any compile: unknown dataset / mixer / feature map (listing the valid names), model or
-  optimizer values that cannot work (ModelConfig's and optim's checks). Returns the dataset info."""
-  try:
-    info = data.dataset_info(config.data)
-    for name in layer_mixer_names(config.model):
-      mixers.get(name)
-    if "linear" in layer_mixer_names(config.model):
-      ops.feature_map(config.model.feature_map)
-    steps.model_config(config, info.vocab_size)
-    steps.make_optimizer(config.train)
-  except (KeyError, ValueError) as e:
-    raise ConfigError(str(e).strip("'\"")) from e
-  if config.train.num_steps < 0 or min(config.train.log_every, config.train.eval_every,
-                                       config.train.checkpoint_every) <= 0:
-    raise ConfigError("train.num_steps must be >= 0 and train.log_every, eval_every, checkpoint_every > 0")
-  return info
-
-
 def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
   try:
-    saved = config_lib.load_config(workdir)
+    saved = config_lib.load_saved(workdir)
   except FileNotFoundError:
     return
   changed = config_lib.diff(saved, config)
   bad = [k for k in changed if k.startswith(_INCOMPATIBLE)]
   if bad:
-    raise ConfigError(f"{workdir} holds checkpoints of a different model or data: {', '.join(bad)} changed "
+    raise validation.ConfigError(f"{workdir} holds checkpoints of a different model or data: {', '.join(bad)} changed "
                       f"(e.g. {bad[0]}: saved {_get(saved, bad[0])!r}, now {_get(config, bad[0])!r}); "
                       "use a new --workdir or the saved values")
   if changed:
@@ -84,7 +54,7 @@ def _get(config, dotted: str):
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Trains config.train.num_steps steps (resuming from workdir's latest checkpoint); returns the final
   metrics {step, train_loss, eval_loss, (bits_per_byte | eval_accuracy), num_params, ...}."""
-  info = check_config(config)
+  info = validation.check_config(config)
   mesh = sharding.make_mesh()
   sharding.check_batch_size(int(config.data.batch_size), mesh)
   sharding.check_batch_size(int(config.eval.batch_size), mesh, "eval.batch_size")
@@ -108,7 +78,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   num_steps = int(config.train.num_steps)
   n_params = steps.num_params(state)
   if start < num_steps:
-    logging.info("%s: %d parameters, %d devices, steps %d..%d", ",".join(layer_mixer_names(config.model)),
+    logging.info("%s: %d parameters, %d devices, steps %d..%d", ",".join(validation.layer_mixer_names(config.model)),
                  n_params, mesh.size, start + 1, num_steps)
   writer = metrics_lib.MetricsWriter(workdir, start_step=start, total_steps=num_steps, enabled=is_primary)
   schedule = optim.make_schedule(config.train)
@@ -124,7 +94,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     for step in range(start + 1, num_steps + 1):
       state = _maybe_redraw(state, static, shardings, config, step)
       batch = sharding.global_batch(next(train_it), mesh)
-      state, out = steps.train_step_jit(state, batch, static=static)
+      state, out = static.train_step(state, batch)
       pending.append((step, out["loss"], out["grad_norm"]))
       writer.advance(step)
       is_last = step == num_steps
@@ -154,7 +124,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         try:
           result = eval_lib.run_eval(state, static, config, info)
         except ValueError as e:  # e.g. a validation split that gives no tokens: a config problem, one line
-          raise ConfigError(f"evaluation at step {step} failed: {e}") from e
+          raise validation.ConfigError(f"evaluation at step {step} failed: {e}") from e
         line = {"eval_loss": result["eval_loss"]}
         line.update({"bits_per_byte": result["bits_per_byte"]} if "bits_per_byte" in result
                     else {"eval_accuracy": result["accuracy"]})
@@ -192,7 +162,7 @@ def _maybe_redraw(state, static, shardings, config, step: int):
   if not every or step == 1 or (step - 1) % every:
     return state
   lm = steps.merge(static, state)
-  model_lib.redraw_projections(lm, jax.random.fold_in(jax.random.key(config.seed), step))
+  random_projection.redraw_projections(lm, jax.random.fold_in(jax.random.key(config.seed), step))
   _, _, rest = nnx.split(lm, nnx.Param, ...)
   return {**state, "rest": jax.device_put(rest, shardings["rest"])}
 
