@@ -6,14 +6,15 @@
   python -m linear_seq.studies.bench --T=8192 \
     --forms=chunk,delta_recurrent,delta_chunk,delta_chunk_scalar,delta_chunk_vector   # delta rule
 
-Every case is jitted twice: the forward (the output only) and the forward+backward (the gradients
-of Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb,
-C, D; for the delta rule also wrt β, with q and k L2-normalized). Compilation and one warm-up call
-are excluded from the times. All cases at one T form a group whose repeats are interleaved (round r times each case once: A, B, C, A, B, C, ...), so the ratios
-compare forms measured side by side under the same machine load; each case's repeats are capped by
-a time budget so slow forms (recurrent at T=8192) get fewer. Reported: median and min over the
-repeats, tokens/s of the forward+backward, XLA's compiled memory (temp + arguments + outputs) and,
-where the device reports it, the running peak of device memory.
+Every case is jitted twice: the forward (the output only) and the forward+backward (the gradients of
+Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb, C, D;
+for the delta rule also wrt β, with q and k L2-normalized). Compilation and one warm-up call are
+excluded from the times. All cases at one T form a group whose repeats are interleaved (round r
+times each case once: A, B, C, A, B, C, ...), so the ratios compare forms measured side by side
+under the same machine load; each case's repeats are capped by a time budget so slow forms
+(recurrent at T=8192) get fewer. Reported: median and min over the repeats, tokens/s of the
+forward+backward, XLA's compiled memory (temp + arguments + outputs) and, where the device reports
+it, the running peak of device memory.
 """
 import dataclasses
 import json
