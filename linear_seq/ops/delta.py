@@ -21,36 +21,39 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from linear_seq.ops import _checks
+from linear_seq import checks
 from linear_seq.ops import delta_chunk
 from linear_seq.ops import recurrence as recurrence_lib
 
 MODES = ("recurrent", "parallel", "chunk", "assoc")
 
 
-def _validate(q, k, v, beta, initial_state, mode, chunk_size, seq_axis):
+def _validate(q, k, v, beta, log_decay, initial_state, mode, chunk_size, seq_axis):
   if seq_axis is not None:
     raise NotImplementedError(f"delta_rule: seq_axis={seq_axis!r} is not implemented yet; "
                               "expected None (unsharded)")
-  _checks.check_choice("mode", mode, MODES)
-  _checks.check_positive_int("chunk_size", chunk_size)
+  checks.check_choice("mode", mode, MODES)
+  checks.check_positive_int("chunk_size", chunk_size)
   if np.ndim(q) != 4:
     raise ValueError(f"q has shape {list(np.shape(q))}, expected 4 dims [B, T, H, K]")
   B, T, H, K = np.shape(q)
-  _checks.check_shape("k", k, (B, T, H, K), "[B, T, H, K] (same as q)")
-  _checks.check_shape("v", v, (B, T, H, None), "[B, T, H, V] (B, T, H as q)")
-  _checks.check_shape("beta", beta, (B, T, H), "[B, T, H]")
+  checks.check_shape("k", k, (B, T, H, K), "[B, T, H, K] (same as q)")
+  checks.check_shape("v", v, (B, T, H, None), "[B, T, H, V] (B, T, H as q)")
+  checks.check_shape("beta", beta, (B, T, H), "[B, T, H]")
   V = np.shape(v)[-1]
   if initial_state is not None:
-    _checks.check_shape("initial_state", initial_state, (B, H, K, V), "[B, H, K, V]")
-  if _checks.is_concrete(beta):
-    b = np.asarray(beta, np.float32)
-    if np.any(np.isnan(b)):
-      raise ValueError("beta contains NaN; expected values in [0, 2]")
-    if b.size and (b.min() < 0 or b.max() > 2):
-      raise ValueError(f"beta must be in [0, 2] (the op applies no sigmoid); "
-                       f"got min {float(b.min())}, max {float(b.max())}")
+    checks.check_shape("initial_state", initial_state, (B, H, K, V), "[B, H, K, V]")
+  checks.if_concrete(beta, lambda b: np.all((b >= 0) & (b <= 2)), _beta_message)   # NaN fails too
+  if log_decay is not None:
+    checks.if_concrete(log_decay, lambda a: np.all(a <= 0), recurrence_lib._log_decay_message)
   return B, T, H, K, V
+
+
+def _beta_message(b: np.ndarray) -> str:
+  if np.any(np.isnan(b)):
+    return "beta contains NaN; expected values in [0, 2]"
+  return (f"beta must be in [0, 2] (the op applies no sigmoid); "
+          f"got min {float(b.min())}, max {float(b.max())}")
 
 
 def delta_rule(q, k, v, beta, log_decay=None, *, scale: Optional[float] = None,
@@ -75,7 +78,7 @@ def delta_rule(q, k, v, beta, log_decay=None, *, scale: Optional[float] = None,
     o [B, T, H, V] in the dtype of q, k, v, and the final state S [B, H, K, V] float32 (float64
     under jax_enable_x64 with float64 inputs).
   """
-  B, T, H, K, V = _validate(q, k, v, beta, initial_state, mode, chunk_size, seq_axis)
+  B, T, H, K, V = _validate(q, k, v, beta, log_decay, initial_state, mode, chunk_size, seq_axis)
   out_dtype = jnp.result_type(q, k, v)
   acc = jnp.promote_types(out_dtype, jnp.float32)
   g = recurrence_lib._gate(log_decay, B, T, H, K, acc)   # None, [B,T,H,1] or [B,T,H,K]; clamped
