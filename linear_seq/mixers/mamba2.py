@@ -4,7 +4,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
-from linear_seq.mixers import dt_gate, modes, segments
+from linear_seq.mixers import dt_gate, modes, segments, seq_shard
 from linear_seq.mixers.short_conv import ShortConv
 
 
@@ -78,9 +78,11 @@ class Mamba2(nnx.Module):
     x_BTHP = x_BTE.reshape(B, T, H, P)
     heads = lambda a_BTN: jnp.broadcast_to(a_BTN[:, :, None], (B, T, H, N))
     v_BTHP = (x_BTHP * dt_BTH[..., None]).astype(x_BTD.dtype)
-    y_BTHP, S = ops.linear_recurrence(
-        heads(c_BTN), heads(b_BTN), v_BTHP, log_a_BTH, scale=1.0, initial_state=state.get("S"),
-        mode=self.mode if T > 1 else "recurrent", chunk_size=self.chunk_size)
+    mode = self.mode if T > 1 else "recurrent"
+    y_BTHP, S = seq_shard.call(
+        lambda c, b, v, g, s, seq_axis: ops.linear_recurrence(
+            c, b, v, g, scale=1.0, initial_state=s, mode=mode, chunk_size=self.chunk_size, seq_axis=seq_axis),
+        (heads(c_BTN), heads(b_BTN), v_BTHP, log_a_BTH, state.get("S")), "ttttb")
     y_BTHP = y_BTHP + (self.D_skip[...][:, None] * x_BTHP).astype(y_BTHP.dtype)
     y_BTE = self.out_norm(y_BTHP.reshape(B, T, E) * jax.nn.silu(z_BTE))
     return self.out_proj(y_BTE), {"S": S, "conv": conv_state}
