@@ -21,7 +21,7 @@ OPTIONS = ("mixer", "tiny")  # get_config options
 
 def model_config() -> ml_collections.ConfigDict:
   m = ml_collections.ConfigDict()
-  # Mixer for every layer: softmax | linear | retention | gla | s4.
+  # Mixer for every layer: softmax | linear | retention | gla | s4 | deltanet | mamba2.
   m.mixer = "gla"
   # Per-layer mixers for hybrids, comma-separated (e.g. 'gla,softmax,gla,gla'); '' = `mixer` everywhere.
   m.layer_mixers = ""
@@ -35,7 +35,7 @@ def model_config() -> ml_collections.ConfigDict:
   m.num_heads = 4
   # MLP hidden width as a multiple of d_model; 0 = no MLP in the blocks (Zoology's MQAR models).
   m.mlp_ratio = 4
-  # Width of the short causal depthwise convolution before the mixer (Based/Zoology); 0 = none.
+  # Short causal depthwise conv width before the mixer (Based/Zoology); 0 = none (deltanet, mamba2 need 0).
   m.conv_width = 0
   # Tie the output head to the embedding matrix.
   m.tie_embeddings = True
@@ -65,20 +65,28 @@ def model_config() -> ml_collections.ConfigDict:
   m.retention_pos_encoding = "none"
   # gla: gate temperature tau (alpha = sigmoid(x W)^(1/tau)).
   m.gate_temperature = 16.0
-  # gla: rank of the low-rank gate projection.
+  # gla, deltanet (delta_gate=channel): rank of the low-rank gate projection.
   m.gate_rank = 16
   # gla: vector gate over K (True) or a scalar gate per head (False).
   m.vector_gate = True
-  # s4: state size N per channel (complex, one of each conjugate pair kept).
+  # s4: state size N per channel (complex, one of each conjugate pair kept); mamba2: N per head (B, C width).
   m.state_size = 64
   # s4: A initialisation lin | inv.
   m.s4_init = "lin"
   # s4: discretization zoh | bilinear.
   m.discretization = "zoh"
-  # s4: smallest learned step size dt at init (log-uniform between dt_min and dt_max).
+  # s4, mamba2, deltanet (gated): smallest learned step size dt at init (log-uniform in [dt_min, dt_max]).
   m.dt_min = 1e-3
-  # s4: largest learned step size dt at init.
+  # s4, mamba2, deltanet (gated): largest learned step size dt at init.
   m.dt_max = 1e-1
+  # deltanet: decay none (DeltaNet) | scalar (Gated DeltaNet, one per head) | channel (KDA, per K channel).
+  m.delta_gate = "none"
+  # deltanet: beta = sigmoid(x W_b) | 2sigmoid (beta in (0, 2): negative eigenvalues).
+  m.delta_beta = "sigmoid"
+  # mamba2: inner width E as a multiple of d_model.
+  m.mamba_expand = 2
+  # mamba2: channels P per head (heads = mamba_expand * d_model / mamba_head_dim).
+  m.mamba_head_dim = 64
   return m
 
 

@@ -71,6 +71,10 @@ class ModelConfig:
   discretization: str = "zoh"
   dt_min: float = 1e-3
   dt_max: float = 1e-1
+  delta_gate: str = "none"
+  delta_beta: str = "sigmoid"
+  mamba_expand: int = 2
+  mamba_head_dim: int = 64
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -95,6 +99,10 @@ class ModelConfig:
     if self.mlp_ratio < 0 or self.conv_width < 0 or self.conv_width == 1:
       raise ValueError(f"need mlp_ratio >= 0 and conv_width 0 or >= 2, got {self.mlp_ratio}, "
                        f"{self.conv_width}")
+    own_conv = sorted({n for n in self.mixers if getattr(mixers.get(n), "owns_short_conv", False)})
+    if self.conv_width and own_conv:
+      raise ValueError(f"model.conv_width={self.conv_width}: {', '.join(own_conv)} apply their own short "
+                       f"convs and the block's would come on top; set model.conv_width=0")
 
   @property
   def mixers(self) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ import optax
 
 LABELS = ("decay", "no_decay", "ssm")
 SSM_PARAMS = ("log_A_real", "A_imag", "log_dt")  # the S4 mixer's A and log Δ
-_NO_DECAY = ("scale", "bias")
+_NO_DECAY = ("scale", "bias", "A_log", "D_skip")  # + every "*_bias" (dt_bias)
 
 
 def param_label(path: Sequence[Any]) -> str:

@@ -53,6 +53,8 @@ BAD_CONFIGS = [
     (dict(num_layers=0), "model.num_layers must be a positive integer"),
     (dict(conv_width=1), "conv_width 0 or >= 2, got 2, 1"),
     (dict(mlp_ratio=-1), "need mlp_ratio >= 0 and conv_width 0 or >= 2, got -1, 0"),
+    (dict(layer_mixers="mamba2,softmax,deltanet", num_layers=3, conv_width=4),
+     "model.conv_width=4: deltanet, mamba2 apply their own short convs .*; set model.conv_width=0"),
 ]
 
 
@@ -92,6 +94,30 @@ def test_generate_greedy_equals_argmax_of_full_forwards(hybrid):
   np.testing.assert_array_equal(out, buf)
 
 
+def test_delta_hybrid_generate_equals_full_forwards_and_labels():
+  """deltanet (scalar gate) + softmax + mamba2: greedy decode (prefill, then their one-token recurrent steps
+  with conv caches) == argmax of full forwards; their decay parameters take no weight decay, no S4 group."""
+  cfg = model_lib.ModelConfig(**TINY, layer_mixers="deltanet,softmax,mamba2", num_layers=3,
+                              delta_gate="scalar", mamba_head_dim=8)
+  lm = model_lib.LM(cfg, rngs=nnx.Rngs(0))
+  prompt = jax.random.randint(jax.random.key(1), (2, 5), 0, V)
+  out = model_lib.generate(lm, prompt, 4, temperature=0.0)
+  graphdef, params = nnx.split(lm)
+  fwd = jax.jit(lambda p, t: nnx.merge(graphdef, p)(t)[0])
+  buf = jnp.zeros((2, 9), jnp.int32).at[:, :5].set(prompt)
+  for i in range(4):
+    buf = buf.at[:, 5 + i].set(jnp.argmax(fwd(params, buf)[:, 4 + i], axis=-1))
+  np.testing.assert_array_equal(out, buf)
+  labels = {tuple(str(p) for p in path): optim.param_label(path)
+            for path, _ in nnx.to_flat_state(nnx.state(lm, nnx.Param))}
+  for block, leaf in (("0", "A_log"), ("0", "dt_bias"), ("2", "A_log"), ("2", "dt_bias"), ("2", "D_skip")):
+    assert labels[("blocks", block, "mixer", leaf)] == "no_decay"
+  assert labels[("blocks", "2", "mixer", "out_norm", "scale")] == "no_decay"
+  assert labels[("blocks", "0", "mixer", "conv", "kernel")] == labels[("blocks", "2", "mixer", "in_proj", "kernel")] \
+      == "decay"
+  assert "ssm" not in labels.values()
+
+
 def test_generate_sampling_and_errors(hybrid):
   prompt = jnp.ones((2, 5), jnp.int32)  # the shapes of the greedy test: no new compile
   a = model_lib.generate(hybrid, prompt, 4, temperature=1.0, key=jax.random.key(0))
@@ -123,6 +149,12 @@ def test_state_size_values():
   assert sizes["linear"] == (2 * (H * feat * K + H * feat) + conv,) * 2
   assert sizes["retention"] == sizes["gla"] == (2 * H * K * K + conv,) * 2
   assert sizes["s4"] == (2 * 2 * D * 4 + conv,) * 2
+  for mixer in ("deltanet", "mamba2"):  # their own convs (width 4) instead of the block's
+    cfg = model_lib.ModelConfig(**TINY, mixer=mixer, num_layers=2, mamba_head_dim=8)
+    sizes[mixer] = model_lib.LM(cfg, rngs=nnx.Rngs(0)).state_size(8)
+  assert sizes["deltanet"] == 2 * (H * K * K + 3 * 3 * D)
+  E, N = 2 * D, 4
+  assert sizes["mamba2"] == 2 * ((E // 8) * N * 8 + 3 * (E + 2 * N))
 
 
 def test_bfloat16_compute_float32_params_and_logits():

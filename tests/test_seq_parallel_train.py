@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent("""
     jax.config.update("jax_compilation_cache_dir", os.environ["JAX_CACHE_DIR"])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     from linear_seq import config_lib, metrics, model, sharding, steps, train
-    from tests.ops.helpers import rel_rms
+    from tests.helpers import rel_rms
     assert jax.device_count() == 4, jax.devices()
     default = config_lib.load_sibling(os.path.join(os.getcwd(), "configs", "default.py"), "default")
     B, T = 4, 32
@@ -41,7 +41,7 @@ SCRIPT = textwrap.dedent("""
     batch = {"inputs": inputs, "targets": np.roll(inputs, -1, 1), "weights": np.ones((B, T), np.float32),
              "segment_ids": seg}
     result = {}
-    for mixer in os.environ.get("MIXERS", "linear,retention,gla").split(","):
+    for mixer in os.environ.get("MIXERS", "linear,retention,gla,mamba2").split(","):
       config = default.get_config(f"mixer={mixer},tiny=True")
       grads = {}
       for name, mesh in (("one", sharding.make_mesh(jax.devices()[:1])), ("seq4", sharding.make_mesh(seq=4)),
@@ -92,7 +92,7 @@ def test_seq_mesh_matches_one_device(tmp_path):
                         capture_output=True, text=True, timeout=1800)
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads(proc.stdout.strip().splitlines()[-1])
-  for mixer in ("linear", "retention", "gla"):
+  for mixer in ("linear", "retention", "gla", "mamba2"):
     for mesh in ("seq4", "data2seq2"):
       r = result[f"{mixer}-{mesh}"]
       assert r["loss"] <= TOL and r["grads"] <= TOL, (mixer, mesh, r)

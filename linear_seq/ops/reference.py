@@ -32,3 +32,35 @@ def linear_recurrence_reference(q, k, v, log_decay=None, *, scale=None, initial_
         s[b, h] = alpha[b, t, h][:, None] * s[b, h] + np.outer(k[b, t, h], v[b, t, h])
         o[b, t, h] = scale * q[b, t, h] @ s[b, h]
   return o, s
+
+
+def delta_rule_reference(q, k, v, beta, log_decay=None, *, scale=None, initial_state=None):
+  """The delta rule one step at a time: S' = diag(α_t) S_{t-1}, S_t = S' + β_t k_tᵀ (v_t − k_t S'),
+  o_t = scale · q_t S_t.
+
+  Shapes as `ops.delta_rule`: q, k [B,T,H,K], v [B,T,H,V], beta [B,T,H], log_decay None | [H] |
+  [B,T,H] | [B,T,H,K] (−inf = reset), initial_state [B,H,K,V]. Returns float64 numpy
+  (o [B,T,H,V], S [B,H,K,V]).
+  """
+  q, k, v, beta = (np.asarray(x, np.float64) for x in (q, k, v, beta))
+  B, T, H, K = q.shape
+  V = v.shape[-1]
+  scale = K ** -0.5 if scale is None else float(scale)
+  alpha = np.ones((B, T, H, K))
+  if log_decay is not None:
+    ld = np.asarray(log_decay, np.float64)
+    if ld.ndim == 1:
+      ld = ld[None, None, :, None]
+    elif ld.ndim == 3:
+      ld = ld[..., None]
+    alpha = np.broadcast_to(np.exp(ld), (B, T, H, K))
+  s = np.zeros((B, H, K, V)) if initial_state is None else np.array(initial_state, np.float64)
+  o = np.zeros((B, T, H, V))
+  for t in range(T):
+    for b in range(B):
+      for h in range(H):
+        s_prev = alpha[b, t, h][:, None] * s[b, h]
+        err = v[b, t, h] - k[b, t, h] @ s_prev
+        s[b, h] = s_prev + beta[b, t, h] * np.outer(k[b, t, h], err)
+        o[b, t, h] = scale * q[b, t, h] @ s[b, h]
+  return o, s

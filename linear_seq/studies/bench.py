@@ -3,15 +3,18 @@
   python -m linear_seq.studies.bench                                   # full run, ≈10 min on 2 CPU cores
   python -m linear_seq.studies.bench --T=512,2048 --forms=softmax,chunk --repeats=3
   python -m linear_seq.studies.bench --json=bench.json --markdown      # results file + README table
+  python -m linear_seq.studies.bench --T=8192 \
+    --forms=chunk,delta_recurrent,delta_chunk,delta_chunk_scalar,delta_chunk_vector   # delta rule
 
-Every case is jitted twice: the forward (the output only) and the forward+backward (the gradients
-of Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb,
-C, D). Compilation and one warm-up call are excluded from the times. All cases at one T form a group
-whose repeats are interleaved (round r times each case once: A, B, C, A, B, C, ...), so the ratios
-compare forms measured side by side under the same machine load; each case's repeats are capped by
-a time budget so slow forms (recurrent at T=8192) get fewer. Reported: median and min over the
-repeats, tokens/s of the forward+backward, XLA's compiled memory (temp + arguments + outputs) and,
-where the device reports it, the running peak of device memory.
+Every case is jitted twice: the forward (the output only) and the forward+backward (the gradients of
+Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb, C, D;
+for the delta rule also wrt β, with q and k L2-normalized). Compilation and one warm-up call are
+excluded from the times. All cases at one T form a group whose repeats are interleaved (round r
+times each case once: A, B, C, A, B, C, ...), so the ratios compare forms measured side by side
+under the same machine load; each case's repeats are capped by a time budget so slow forms
+(recurrent at T=8192) get fewer. Reported: median and min over the repeats, tokens/s of the
+forward+backward, XLA's compiled memory (temp + arguments + outputs) and, where the device reports
+it, the running peak of device memory.
 """
 import dataclasses
 import json
@@ -43,6 +46,10 @@ SEQ_FORMS = {
     "chunk_scalar": ("linear_recurrence", "chunk", "scalar", None),
     "chunk_vector": ("linear_recurrence", "chunk", "vector", None),
     "parallel_vector": ("linear_recurrence", "parallel", "vector", "O(T²K)"),
+    "delta_recurrent": ("delta_rule", "recurrent", None, None),
+    "delta_chunk": ("delta_rule", "chunk", None, None),
+    "delta_chunk_scalar": ("delta_rule", "chunk", "scalar", None),
+    "delta_chunk_vector": ("delta_rule", "chunk", "vector", None),
 }
 SSM_MODES_BY_FORM = {"ssm_fft": "fft", "ssm_scan": "scan", "ssm_assoc": "assoc"}
 FORMS = tuple(SEQ_FORMS) + tuple(SSM_MODES_BY_FORM)
@@ -57,6 +64,7 @@ class Target:
   bound: float
   at_least: bool  # True: ratio ≥ bound (a speedup); False: ratio ≤ bound (a cost)
   at_T: int | None  # None: every T measured (the SSM has one shape)
+  memory: bool = False  # compare the compiled fwd+bwd memory instead of the time
 
 
 TARGETS = (
@@ -64,6 +72,15 @@ TARGETS = (
     Target("chunk speedup vs recurrent", "recurrent", "chunk", 10.0, True, 8192),
     Target("GLA (vector-gated) chunk / ungated chunk", "chunk_vector", "chunk", 2.5, False, None),
     Target("ssm fft speedup vs scan (S4D shape)", "ssm_scan", "ssm_fft", 4.0, True, None),
+    Target("delta chunk speedup vs delta recurrent", "delta_recurrent", "delta_chunk", 10.0, True,
+           8192),
+    Target("delta chunk / ungated linear chunk", "delta_chunk", "chunk", 3.0, False, 8192),
+    Target("scalar-gated delta chunk / ungated delta", "delta_chunk_scalar", "delta_chunk", 1.3,
+           False, 8192),
+    Target("per-channel delta chunk / ungated delta", "delta_chunk_vector", "delta_chunk", 2.5,
+           False, 8192),
+    Target("delta chunk / linear chunk, compiled memory", "delta_chunk", "chunk", 2.0, False, 8192,
+           memory=True),
 )
 
 
@@ -101,6 +118,15 @@ def _seq_case(form: str, T: int, a, key) -> Case:
   v = jax.random.normal(kv, (B, T, H, V), jnp.float32)
   if op == "softmax_attention":
     case.fn, case.args = (lambda q, k, v: ops.softmax_attention(q, k, v, causal=True)), (q, k, v)
+  elif op == "delta_rule":  # q, k L2-normalized (as the deltanet mixer does), β = σ(x) ∈ (0, 1)
+    opts = {"mode": mode} | ({"chunk_size": a.chunk_size} if a.chunk_size else {})
+    l2 = lambda x: x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+    beta = jax.nn.sigmoid(jax.random.normal(jax.random.fold_in(kg, 1), (B, T, H), jnp.float32))
+    case.fn = lambda q, k, v, b, g=None: ops.delta_rule(q, k, v, b, g, **opts)[0]
+    case.args = (l2(q), l2(k), v, beta)
+    if gate:  # as below
+      shape = (B, T, H) if gate == "scalar" else (B, T, H, K)
+      case.args += (jax.nn.log_sigmoid(4.0 + jax.random.normal(kg, shape, jnp.float32)),)
   else:
     opts = {"mode": mode} | ({"chunk_size": a.chunk_size} if a.chunk_size else {})
     case.fn = lambda q, k, v, g=None: ops.linear_recurrence(q, k, v, g, **opts)[0]
@@ -210,12 +236,15 @@ def compute_ratios(cases: list[Case], s4d_default: bool) -> list[dict]:
       slow, fast = by[(tg.slow, T)], by[(tg.fast, T)]
       med = [_stat(slow, "fwd_bwd"), _stat(fast, "fwd_bwd")]
       mins = [_stat(slow, "fwd_bwd", min), _stat(fast, "fwd_bwd", min)]
+      if tg.memory:
+        med = mins = [slow.result.get("fwd_bwd_bytes"), fast.result.get("fwd_bwd_bytes")]
       row = {"name": tg.name, "T": T, "ratio": None, "ratio_min": None, "ratio_cpu": None,
              "target": ("≥ " if tg.at_least else "≤ ") + f"{tg.bound:g}×",
              "status": slow.skip or fast.skip or "n/a"}
       if None not in med:
         row["ratio"], row["ratio_min"] = med[0] / med[1], mins[0] / mins[1]
-        row["ratio_cpu"] = _stat(slow, "fwd_bwd_cpu") / max(_stat(fast, "fwd_bwd_cpu"), 1e-9)
+        row["ratio_cpu"] = (row["ratio"] if tg.memory else
+                            _stat(slow, "fwd_bwd_cpu") / max(_stat(fast, "fwd_bwd_cpu"), 1e-9))
         at_size = tg.at_T == T if tg.at_T else (s4d_default or not tg.fast.startswith("ssm"))
         ok = row["ratio"] >= tg.bound if tg.at_least else row["ratio"] <= tg.bound
         row["status"] = ("PASS" if ok else "MISS") if at_size else "n/a (not the target size)"

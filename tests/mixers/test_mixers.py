@@ -30,12 +30,19 @@ CASES = [
     ("s4-lin-zoh", "s4", dict(state_size=4)),
     ("s4-inv-bilinear-scan", "s4", dict(state_size=4, init="inv", discretization="bilinear",
                                         mode="scan")),
+    ("deltanet", "deltanet", dict(chunk_size=CHUNK)),
+    ("deltanet-scalar-2sigmoid", "deltanet", dict(gate="scalar", beta="2sigmoid", chunk_size=CHUNK)),
+    ("deltanet-channel", "deltanet", dict(gate="channel", gate_rank=4, chunk_size=CHUNK)),
+    ("deltanet-channel-2sigmoid-parallel", "deltanet", dict(gate="channel", beta="2sigmoid", gate_rank=4,
+                                                            mode="parallel")),
+    ("mamba2", "mamba2", dict(head_dim=8, state_size=4, chunk_size=CHUNK)),
+    ("mamba2-assoc", "mamba2", dict(expand=1, head_dim=4, state_size=3, mode="assoc")),
 ]
 
 
 def make(name, opts, seed=0):
   cls = mixers.get(name)
-  if name == "s4":
+  if name in ("s4", "mamba2"):
     return cls(D, **opts, rngs=nnx.Rngs(seed))
   return cls(D, H, **opts, rngs=nnx.Rngs(seed))
 

@@ -13,9 +13,11 @@ from linear_seq.mixers.short_conv import ShortConv
 
 
 def test_registry():
-  assert set(mixers.MIXERS) == {"softmax", "linear", "retention", "gla", "s4"}
+  assert set(mixers.MIXERS) == {"softmax", "linear", "retention", "gla", "s4", "deltanet", "mamba2"}
+  assert mixers.get("deltanet") is mixers.DeltaNet and mixers.get("mamba2") is mixers.Mamba2
   assert mixers.get("gla") is mixers.GatedLinearAttention
-  with pytest.raises(ValueError, match="unknown mixer 'mamba'; valid: softmax, linear, retention, gla, s4"):
+  with pytest.raises(ValueError, match="unknown mixer 'mamba'; valid: softmax, linear, retention, gla, s4, "
+                     "deltanet, mamba2$"):
     mixers.get("mamba")
 
 
@@ -48,6 +50,16 @@ BAD_OPTIONS = [
     (lambda: mixers.S4D(16, discretization="euler", rngs=R()), "zoh, bilinear"),
     (lambda: mixers.S4D(16, mode="chunk", rngs=R()), "unknown s4 mode 'chunk'; valid: fft, scan, assoc"),
     (lambda: mixers.S4D(16, dt_min=0.1, dt_max=0.01, rngs=R()), "need 0 < dt_min <= dt_max"),
+    (lambda: mixers.DeltaNet(16, 2, gate="vector", rngs=R()),
+     "unknown deltanet gate 'vector'; valid: none, scalar, channel"),
+    (lambda: mixers.DeltaNet(16, 2, beta="tanh", rngs=R()), "unknown deltanet beta 'tanh'; valid: sigmoid, 2sigmoid"),
+    (lambda: mixers.DeltaNet(15, 2, rngs=R()), "must divide by num_heads"),
+    (lambda: mixers.DeltaNet(16, 2, gate="channel", gate_rank=0, rngs=R()), "gate_rank must be a positive"),
+    (lambda: mixers.DeltaNet(16, 2, gate="scalar", dt_min=0.1, dt_max=0.01, rngs=R()),
+     "need 0 < dt_min <= dt_max"),
+    (lambda: mixers.Mamba2(16, head_dim=12, rngs=R()), "expand·d_model = 32 must divide by mamba_head_dim = 12"),
+    (lambda: mixers.Mamba2(16, expand=0, head_dim=8, rngs=R()), "mamba2 needs positive integers"),
+    (lambda: mixers.Mamba2(16, head_dim=8, conv_width=1, rngs=R()), "conv width must be >= 2"),
     (lambda: ShortConv(16, 1, rngs=R()), "conv width must be >= 2"),
     (lambda: rope(jnp.zeros((1, 2, 1, 3)), jnp.zeros((1, 2), jnp.int32)), "RoPE needs an even head dim"),
 ]

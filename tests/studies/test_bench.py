@@ -24,7 +24,7 @@ def run(argv: list[str]) -> dict:
 
 def test_tiny_run_prints_table_and_ratios(tmp_path, capsys):
   out = tmp_path / "bench.json"
-  forms = "softmax,recurrent,chunk,chunk_vector,ssm_fft,ssm_scan"
+  forms = "softmax,recurrent,chunk,chunk_vector,delta_chunk,ssm_fft,ssm_scan"
   argv = ["--T=64", "--repeats=1", f"--forms={forms}", "--markdown", f"--json={out}"]
   res = run(argv + TINY_SSM)
   text = capsys.readouterr().out
@@ -37,7 +37,8 @@ def test_tiny_run_prints_table_and_ratios(tmp_path, capsys):
     assert c["skip"] is None, c
     assert len(c["fwd_s"]) == len(c["fwd_bwd_s"]) == 1 and c["fwd_bwd_s"][0] > 0
     assert c["fwd_bwd_bytes"] > 0
-  assert len(saved["ratios"]) == len(bench.TARGETS)
+  assert len(saved["ratios"]) == sum(
+      {t.slow, t.fast} <= set(forms.split(",")) for t in bench.TARGETS)
   for r in saved["ratios"]:
     assert math.isfinite(r["ratio"]) and r["ratio"] > 0, r
     if r["name"].startswith("GLA"):  # a ratio target at every T
@@ -78,6 +79,14 @@ def test_ratios_pass_and_miss_at_target_sizes():
   }
   (ssm,) = [r for r in bench.compute_ratios(cases, False) if r["T"] == 4096 and "ssm" in r["name"]]
   assert ssm["status"] == "n/a (not the target size)"
+
+
+def test_memory_ratio_compares_compiled_bytes():
+  delta, chunk = _timed("delta_chunk", 8192, 0.05), _timed("chunk", 8192, 0.02)
+  delta.result["fwd_bwd_bytes"], chunk.result["fwd_bwd_bytes"] = 3 * 2 ** 20, 2 * 2 ** 20
+  got = {r["name"]: (round(r["ratio"], 6), r["status"]) for r in bench.compute_ratios([delta, chunk], True)}
+  assert got == {"delta chunk / ungated linear chunk": (2.5, "PASS"),
+                 "delta chunk / linear chunk, compiled memory": (1.5, "PASS")}
 
 
 def test_ratio_with_a_skipped_form_reports_why():

@@ -1,0 +1,112 @@
+"""The delta rule (DeltaNet, Yang et al. 2024) and its gated forms: Gated DeltaNet (Yang, Kautz &
+Hatamizadeh 2025) with a scalar decay per head, KDA (Kimi Delta Attention) with a per-channel decay."""
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from linear_seq import ops
+from linear_seq.mixers import dt_gate, modes, segments
+from linear_seq.mixers.head_norm import HeadNorm
+from linear_seq.mixers.short_conv import ShortConv
+from linear_seq.checks import check_choice
+
+GATES = ("none", "scalar", "channel")
+BETAS = ("sigmoid", "2sigmoid")
+
+
+def l2_normalize(x: jax.Array, eps: float = 1e-6) -> jax.Array:
+  """x / ‖x‖ over the last axis, computed in float32, returned in x's dtype."""
+  x32 = x.astype(jnp.float32)
+  return (x32 * jax.lax.rsqrt(jnp.sum(x32 * x32, axis=-1, keepdims=True) + eps)).astype(x.dtype)
+
+
+class DeltaNet(nnx.Module):
+  """S_t = (I − β_t k_tᵀ k_t) diag(α_t) S_{t−1} + β_t k_tᵀ v_t, o_t = q_t S_t K^−½; `ops.delta_rule`.
+
+  q, k, v = SiLU(ShortConv(x W_q ‖ x W_k ‖ x W_v)) (a causal depthwise conv, kernel conv_width = 4, its
+  own; packed documents reset it), q and k L2-normalized per head in float32, K = V = d_model / H.
+  β_t = σ(x_t W_β) per head, or 2σ(·) with beta='2sigmoid' (β ∈ (0, 2): negative eigenvalues of the
+  transition, Grazzi et al. 2025). gate: 'none' (α = 1, DeltaNet), 'scalar' (Gated DeltaNet:
+  log α = −exp(A_log)·softplus(x W_a + dt_bias), one per head, Mamba-2's parametrization and init, see
+  `dt_gate`) or 'channel' (KDA: the same with x W_a a rank-`gate_rank` projection to K channels per head,
+  dt_bias per channel, A_log per head). Output y = W_o (HeadNorm(o) ⊙ swish(x W_g)).
+  segment_ids: log α = −inf at a document's first token (exact reset).
+  State: {'S': [B, H, K, V] float32, 'conv': [B, conv_width−1, 3·d_model]}.
+  """
+  owns_short_conv = True  # the block's model.conv_width must be 0 (ModelConfig checks)
+
+  def __init__(self, d_model: int, num_heads: int, *, gate: str = "none", beta: str = "sigmoid",
+               gate_rank: int = 16, conv_width: int = 4, dt_min: float = 1e-3, dt_max: float = 1e-1,
+               mode: str = "", chunk_size: int = 64, dtype=jnp.float32, rngs: nnx.Rngs):
+    check_choice("deltanet gate", gate, GATES)
+    check_choice("deltanet beta", beta, BETAS)
+    if d_model % num_heads:
+      raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
+    if gate == "channel" and gate_rank <= 0:
+      raise ValueError(f"gate_rank must be a positive integer, got {gate_rank}")
+    self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+    self.gate, self.beta = gate, beta
+    self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
+    H, K = num_heads, self.head_dim
+    lin = lambda n_out: nnx.Linear(d_model, n_out, use_bias=False, dtype=dtype, rngs=rngs)
+    self.q_proj, self.k_proj, self.v_proj, self.g_proj, self.o_proj = (lin(d_model) for _ in range(5))
+    self.b_proj = lin(H)
+    self.conv = ShortConv(3 * d_model, conv_width, dtype=dtype, rngs=rngs)
+    if gate == "scalar":
+      self.a_proj = lin(H)
+    elif gate == "channel":
+      self.gate_down = lin(gate_rank)
+      self.gate_up = nnx.Linear(gate_rank, d_model, use_bias=False, dtype=dtype, rngs=rngs)
+    if gate != "none":
+      self.A_log = nnx.Param(dt_gate.init_A_log(rngs.params(), (H,)))
+      self.dt_bias = nnx.Param(dt_gate.init_dt_bias(rngs.params(), (H,) if gate == "scalar" else (H, K),
+                                                    dt_min, dt_max))
+    self.out_norm = HeadNorm(H, K)
+
+  @classmethod
+  def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "DeltaNet":
+    return cls(cfg.d_model, cfg.num_heads, gate=cfg.delta_gate, beta=cfg.delta_beta,
+               gate_rank=cfg.gate_rank, dt_min=cfg.dt_min, dt_max=cfg.dt_max,
+               mode=modes.linear_mode(cfg.mode), chunk_size=cfg.chunk_size, dtype=cfg.compute_dtype,
+               rngs=rngs)
+
+  def init_state(self, batch_size: int, max_len: int = 0) -> dict:
+    del max_len
+    return {"S": jnp.zeros((batch_size, self.num_heads, self.head_dim, self.head_dim), jnp.float32),
+            "conv": self.conv.init_state(batch_size)}
+
+  def state_size(self, seq_len: int = 0) -> int:
+    del seq_len
+    return self.num_heads * self.head_dim * self.head_dim + self.conv.state_size()
+
+  def log_decay(self, x_BTD) -> jax.Array | None:
+    """log α ≤ 0, float32: None (gate 'none'), [B, T, H] ('scalar') or [B, T, H, K] ('channel')."""
+    B, T, _ = x_BTD.shape
+    if self.gate == "none":
+      return None
+    if self.gate == "scalar":
+      return dt_gate.log_decay(dt_gate.step_size(self.a_proj(x_BTD), self.dt_bias[...]), self.A_log[...])
+    a_BTHK = self.gate_up(self.gate_down(x_BTD)).reshape(B, T, self.num_heads, self.head_dim)
+    return dt_gate.log_decay(dt_gate.step_size(a_BTHK, self.dt_bias[...]), self.A_log[...][:, None])
+
+  def __call__(self, x_BTD, *, state=None, segment_ids=None):
+    B, T, _ = x_BTD.shape
+    H, K = self.num_heads, self.head_dim
+    state = state or {}
+    qkv_BTC = jnp.concatenate([self.q_proj(x_BTD), self.k_proj(x_BTD), self.v_proj(x_BTD)], axis=-1)
+    qkv_BTC, conv_state = self.conv(qkv_BTC, state=state.get("conv"), segment_ids=segment_ids)
+    q_BTHK, k_BTHK, v_BTHK = (a.reshape(B, T, H, K) for a in jnp.split(jax.nn.silu(qkv_BTC), 3, axis=-1))
+    q_BTHK, k_BTHK = l2_normalize(q_BTHK), l2_normalize(k_BTHK)
+    beta_BTH = jax.nn.sigmoid(self.b_proj(x_BTD).astype(jnp.float32))
+    if self.beta == "2sigmoid":
+      beta_BTH = 2.0 * beta_BTH
+    log_a = self.log_decay(x_BTD)
+    reset_BT = segments.reset_log_decay(segment_ids)
+    if reset_BT is not None:
+      reset = reset_BT[:, :, None] if log_a is None or log_a.ndim == 3 else reset_BT[:, :, None, None]
+      log_a = jnp.broadcast_to(reset_BT[:, :, None], (B, T, H)) if log_a is None else log_a + reset
+    o_BTHK, S = ops.delta_rule(
+        q_BTHK, k_BTHK, v_BTHK, beta_BTH, log_a, initial_state=state.get("S"),
+        mode=self.mode if T > 1 else "recurrent", chunk_size=self.chunk_size)
+    o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
+    return self.o_proj(o_BTD * jax.nn.swish(self.g_proj(x_BTD))), {"S": S, "conv": conv_state}

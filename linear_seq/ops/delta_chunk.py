@@ -1,0 +1,170 @@
+"""The chunkwise (WY/UT) form of the delta rule, the training path, and `parallel` (one chunk).
+
+The sequence is cut into N chunks of C tokens (T is padded with q = k = v = 0, β = 0, log α = 0,
+which leaves the state untouched). Inside a chunk entered with state S_n, with
+b_t = Σ_{l≤t} g_l (inclusive), r_t = Σ_{l>t} g_l (exclusive), Γ = Σ_l g_l, D_ts = Σ_{s<l≤t} g_l
+(g = log α, per K channel for a per-channel gate), the errors δ_t = β_t (v_t − k_t S'_t) solve the
+unit lower-triangular system (I + A) δ = diag(β) (V − (K ⊙ e^{b}) S_n):
+
+    A_ts = β_t Σ_k k_tk k_sk e^{D_tsk}  (s < t, else 0)        P = (I + A)⁻¹ diag(β)
+    W = P (K ⊙ e^{b}),  U = P V,  δ = U − W S_n
+    O = (Q ⊙ e^{b}) S_n + [Σ_k q_tk k_sk e^{D_tsk}]_{s≤t} δ
+    S_{n+1} = diag(e^{Γ}) S_n + (K ⊙ e^{r})ᵀ δ = M_n S_n + (K ⊙ e^{r})ᵀ U,
+    M_n = diag(e^{Γ}) − (K ⊙ e^{r})ᵀ W      (the chunk's K×K transition)
+
+(ungated: every exponent is 0). (I + A)⁻¹ is the exact inverse of a unit lower-triangular matrix
+by recursive 2×2 block inversion (`unit_lower_inverse`; fla's solve_tril merges its blocks the same
+way), never the product (I − A)(I + A²)(I + A⁴)…, which loses everything in float32 once keys
+correlate (XLA's CPU triangular_solve would be exact too, but is ~500× slower than a matmul there).
+Everything but the state passing is batched over all chunks at once; the state passes by a
+lax.scan over chunks whose step is one K×K by K×V matmul, S_{n+1} = M_n S_n + Ū_n.
+
+Exactness of the exponents is that of chunk.py: each is a sum over exactly its own range, never a
+difference of cumulative sums. A scalar gate's D is one C×C matrix per chunk (a 0/1 matmul); a
+per-channel gate's D has a K axis, and both Σ_k k_tk k_sk e^{D_tsk} (A) and Σ_k q_tk k_sk e^{D_tsk}
+(the Q-K term) come from chunk.py's binary-splitting construction (`_intra_vector`), exact for
+strong gates (log α ≈ −20 per step); C is rounded up to a power of two there. Long sequences run in
+groups of about GROUP_TOKENS tokens in a rematerialized outer lax.scan, as chunk.py does.
+"""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from linear_seq.ops import chunk as chunk_lib
+
+# Tokens per group of the outer (rematerialized) scan, rounded to whole chunks.
+GROUP_TOKENS = 512
+
+
+def unit_lower_inverse(a_XCC):
+  """(I + A)⁻¹ for strictly lower-triangular A [..., C, C], by recursive 2×2 block inversion.
+
+  [[L₁₁, 0], [L₂₁, L₂₂]]⁻¹ = [[L₁₁⁻¹, 0], [−L₂₂⁻¹ L₂₁ L₁₁⁻¹, L₂₂⁻¹]]: the two diagonal halves are
+  inverted together (side by side on the batch axis) down to 1×1 blocks (whose inverse is 1), C padded
+  to a power of two with identity: log₂C levels of batched matmuls, O(C³/3) flops per chunk. Exact
+  (no truncated series), and unlike lax.linalg.triangular_solve fast on CPU (XLA's CPU triangular
+  solve runs ~500× slower than a matmul of the same size on a batch of 64×64 systems, 2 cores).
+  """
+  *lead, C, _ = a_XCC.shape
+  n = 1 << max(C - 1, 0).bit_length()
+  if n != C:
+    a_XCC = jnp.pad(a_XCC, [(0, 0)] * len(lead) + [(0, n - C), (0, n - C)])
+  return _inverse(a_XCC.reshape(-1, n, n)).reshape(*lead, n, n)[..., :C, :C]
+
+
+def _inverse(a_Mnn):
+  """The recursion on a flat batch [M, n, n] (the halves go side by side on axis 0: rank stays 3)."""
+  M, n, _ = a_Mnn.shape
+  if n == 1:
+    return jnp.ones_like(a_Mnn)
+  h = n // 2
+  x = _inverse(jnp.concatenate([a_Mnn[:, :h, :h], a_Mnn[:, h:, h:]], axis=0))
+  x11, x22 = x[:M], x[M:]
+  off = -jnp.matmul(x22, jnp.matmul(a_Mnn[:, h:, :h], x11))
+  top = jnp.concatenate([x11, jnp.zeros_like(off)], axis=-1)
+  return jnp.concatenate([top, jnp.concatenate([off, x22], axis=-1)], axis=-2)
+
+
+def _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C: int, vector: bool):
+  """The WY/UT form over one group of tokens (all its chunks at once); returns (o, S_last)."""
+  B, T, H, K = q_BTHK.shape
+  V = v_BTHV.shape[-1]
+  N = math.ceil(T / C)
+  q, k, v = (chunk_lib._to_chunks(x, N, C) for x in (q_BTHK, k_BTHK, v_BTHV))   # [N,B,H,C,·]
+  beta = chunk_lib._to_chunks(beta_BTH[..., None], N, C)                       # [N,B,H,C,1]
+  strict = np.tril(np.ones((C, C), bool), -1)
+  causal = np.tril(np.ones((C, C), bool))
+
+  if g_BTHk is None:
+    kk = jnp.einsum("nbhck,nbhsk->nbhcs", k, k)
+    qk = jnp.where(causal, jnp.einsum("nbhck,nbhsk->nbhcs", q, k), 0.0)
+    q_in, k_in, k_out, decay = q, k, k, None
+  else:
+    g = chunk_lib._to_chunks(g_BTHk, N, C)                 # [N, B, H, C, 1 or K]
+    if vector:   # two binary-splitting passes (stacking them into one is ~1.7× slower on CPU)
+      qk, prefix, suffix, total = chunk_lib._intra_vector(q, k, g)
+      kk = chunk_lib._intra_vector(k, k, g)[0]
+    else:
+      prefix, suffix = chunk_lib._prefix_suffix(g)
+      total = prefix[..., -1, :]
+      w = jnp.exp(chunk_lib._pair_sums(g)[..., 0])          # [N, B, H, C, C], 0 above the diagonal
+      kk = jnp.einsum("nbhck,nbhsk->nbhcs", k, k) * w
+      qk = jnp.einsum("nbhck,nbhsk->nbhcs", q, k) * w
+    e_pre = jnp.exp(prefix)
+    q_in, k_in, k_out = q * e_pre, k * e_pre, k * jnp.exp(suffix)
+    decay = jnp.exp(total)                                  # e^{Γ}: [N, B, H, 1 or K]
+  a = jnp.where(strict, kk, 0.0) * beta                     # A_ts = β_t (k_t·k_s e^{D_ts}), s < t
+
+  # W = (I + A)⁻¹ diag(β) (K ⊙ e^b), U = (I + A)⁻¹ diag(β) V: one unit lower-triangular inverse.
+  rhs = beta * jnp.concatenate([k_in, v], axis=-1)
+  sol = jnp.einsum("nbhcs,nbhsd->nbhcd", unit_lower_inverse(a), rhs)
+  w_NBHCK, u_NBHCV = sol[..., :K], sol[..., K:]
+
+  # The chunk transitions M_n = diag(e^Γ) − (K e^r)ᵀ W and inputs Ū_n = (K e^r)ᵀ U, then the scan.
+  mu = jnp.einsum("nbhck,nbhcd->nbhkd", k_out, sol)         # [(K e^r)ᵀ W | (K e^r)ᵀ U]
+  eye = jnp.eye(K, dtype=q.dtype)
+  m_NBHKK = (eye if decay is None else eye * decay[..., None, :]) - mu[..., :K]
+  ubar_NBHKV = mu[..., K:]
+  s = jnp.zeros((B, H, K, V), q.dtype) if s0_BHKV is None else s0_BHKV
+
+  def step(s_BHKV, x):
+    m_BHKK, ubar_BHKV = x
+    return jnp.einsum("bhkj,bhjv->bhkv", m_BHKK, s_BHKV) + ubar_BHKV, s_BHKV
+
+  s, s_in_NBHKV = lax.scan(step, s, (m_NBHKK, ubar_NBHKV))
+  delta = u_NBHCV - jnp.einsum("nbhck,nbhkv->nbhcv", w_NBHCK, s_in_NBHKV)
+  o = (jnp.einsum("nbhck,nbhkv->nbhcv", q_in, s_in_NBHKV)
+       + jnp.einsum("nbhcs,nbhsv->nbhcv", qk, delta))
+  return chunk_lib._from_chunks(o, T), s
+
+
+def _is_vector(g_BTHk) -> bool:
+  return g_BTHk is not None and g_BTHk.shape[-1] > 1
+
+
+def parallel(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV):
+  """The T×T form: one chunk holding the whole sequence (float32 in, scale in q, g clamped)."""
+  T = q_BTHK.shape[1]
+  vector = _is_vector(g_BTHk)
+  C = 1 << (T - 1).bit_length() if vector else T
+  return _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C, vector)
+
+
+def chunk(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, chunk_size: int):
+  """Chunkwise form (float32 in, scale in q, g clamped finite). g: None, [B,T,H,1] or [B,T,H,K].
+
+  Sequences longer than two groups run group by group (GROUP_TOKENS, whole chunks) in a
+  rematerialized lax.scan that carries the state; shorter ones in one pass.
+  """
+  B, T, H, K = q_BTHK.shape
+  V = v_BTHV.shape[-1]
+  vector = _is_vector(g_BTHk)
+  C = max(1, min(chunk_size, T))
+  if vector:   # binary splitting needs a power of two
+    C = 1 << (C - 1).bit_length()
+  G = math.ceil(T / max(GROUP_TOKENS, C))
+  if G < 2:
+    return _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C, vector)
+
+  # G groups of L tokens (whole chunks), padded like the chunks: q = k = v = β = 0, log α = 0.
+  L = math.ceil(math.ceil(T / G) / C) * C
+
+  def groups(x_BTD):   # [B, T, ...] -> [G, B, L, ...]
+    if G * L != T:
+      x_BTD = jnp.pad(x_BTD, [(0, 0), (0, G * L - T)] + [(0, 0)] * (x_BTD.ndim - 2))
+    return x_BTD.reshape(B, G, L, *x_BTD.shape[2:]).swapaxes(0, 1)
+
+  xs = tuple(groups(x) for x in (q_BTHK, k_BTHK, v_BTHV, beta_BTH))
+  xs += (None if g_BTHk is None else groups(g_BTHk),)
+
+  @jax.checkpoint
+  def body(s_BHKV, x):
+    o_BLHV, s_BHKV = _chunk_group(*x, s_BHKV, C, vector)
+    return s_BHKV, o_BLHV
+
+  s = jnp.zeros((B, H, K, V), q_BTHK.dtype) if s0_BHKV is None else s0_BHKV
+  s, o_GBLHV = lax.scan(body, s, xs)
+  return o_GBLHV.swapaxes(0, 1).reshape(B, G * L, H, V)[:, :T], s
