@@ -1,26 +1,30 @@
 """Trains a model from a config file; resumes from the workdir's latest checkpoint automatically.
 
-Config errors (also an evaluation that cannot run), checkpoint errors and a non-finite loss exit 1 with one line.
+Config errors (also an evaluation that cannot run), checkpoint errors, a workdir in use by another run or with
+progress but no checkpoint, and a non-finite loss exit 1 with one line (--verbose adds the traceback).
+--restart trains from step 0 on purpose (removes the workdir's checkpoints and metrics first).
 
   python -m linear_seq.main --config=configs/default.py[:mixer=gla,tiny=True] --workdir=runs/default \
       [--config.model.mixer=retention --config.train.num_steps=100 ...]
 """
-import sys
-
 from absl import app
 from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
 from linear_seq import checkpoint
+from linear_seq import cli
 from linear_seq import metrics as metrics_lib
 from linear_seq import sharding
 from linear_seq import train
+from linear_seq import workdir as workdir_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics.jsonl and config.json (resumed from).")
 config_flags.DEFINE_config_file("config", None, "Config file[:options], e.g. configs/mqar.py:mixer=gla,tiny=True.",
                                 lock_config=True)
+flags.DEFINE_bool("restart", False, "Start over from step 0: removes the workdir's checkpoints and metrics first.")
+cli.define_verbose_flag()
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -29,11 +33,10 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   metrics_lib.quiet_library_logs()
   sharding.maybe_initialize_distributed()
-  try:
-    final = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
-  except (train.ConfigError, FloatingPointError, checkpoint.CheckpointError) as e:
-    logging.error("%s", e)
-    sys.exit(f"error: {e}")
+  config = cli.load_config_flag()
+  with cli.one_line_errors(train.ConfigError, FloatingPointError, checkpoint.CheckpointError,
+                           workdir_lib.WorkdirError):
+    final = train.train_and_evaluate(config, FLAGS.workdir, restart=FLAGS.restart)
   logging.info("done: %s", final)
 
 

@@ -37,12 +37,30 @@ def quiet_library_logs() -> None:
     handler.addFilter(_LibraryInfoFilter())
 
 
-def read_metrics(workdir: str) -> list[dict]:
+def read_metrics(workdir: str, *, quiet: bool = False) -> list[dict]:
+  """The records of workdir/metrics.jsonl; unparsable lines (a last line cut short by a crash) are skipped with
+  a warning (none with quiet=True)."""
   path = os.path.join(workdir, METRICS_FILE)
-  if not os.path.exists(path):
+  if not os.path.isfile(path):
     return []
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
+  out, bad = [], []
+  with open(path, errors="replace") as f:
+    for i, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        bad.append(i)
+        continue
+      if isinstance(record, dict) and isinstance(record.get("step", 0), int):
+        out.append(record)
+      else:
+        bad.append(i)
+  if bad and not quiet:
+    logging.warning("%s: skipped %d unparsable line(s) (line %s; e.g. cut short by a crash)", path, len(bad),
+                    ", ".join(map(str, bad[:5])))
+  return out
 
 
 def truncate_metrics(path: str, last_step: int) -> int:

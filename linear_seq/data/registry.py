@@ -5,6 +5,7 @@ default (~/tensorflow_datasets, or $TFDS_DATA_DIR) when it is '':
   <data_dir>/shakespeare/1.0.0/, <data_dir>/local_text/h<fingerprint>/1.0.0/, <data_dir>/tiny_shakespeare/...
 """
 import dataclasses
+import os
 from typing import Any
 
 import grain
@@ -70,6 +71,15 @@ def dataset_info(config: Any) -> DatasetInfo:
   _text_builder(config)
   tok = tokenizer_lib.ByteTokenizer()
   return DatasetInfo(config.dataset, tok.vocab_size, kind, tok)
+
+
+def corpus_fingerprint(config: Any) -> tuple[str, str] | None:
+  """(fingerprint, real folder path) of a local corpus (local_text), None for the others: a run resumed on a
+  corpus whose fingerprint changed would continue its data iterator on other data."""
+  if config.dataset != "local_text":
+    return None
+  folder = local_text.check_folder(config.path)
+  return local_text.fingerprint(folder), os.path.realpath(folder)
 
 
 def make_examples(config: Any, split: str, *, seq_len: int, seed: int) -> pipeline.Examples:
