@@ -20,6 +20,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from linear_seq import integrity
+from linear_seq import workdir as workdir_lib
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -78,6 +79,7 @@ class Checkpointer:
     path = os.path.join(self.directory, str(step))
     if os.path.isdir(path):  # (not removed meanwhile by keep=K)
       integrity.write_manifest(path)
+      workdir_lib.mark_checkpointed(os.path.dirname(self.directory), step)
 
   def restore(self, target, step: Optional[int] = None, *, quarantine: bool = False):
     """Restores (step, state, data_state). `target`: abstract state (ShapeDtypeStructs with shardings).

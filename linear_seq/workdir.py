@@ -3,10 +3,12 @@
 * `lock(workdir)`: an exclusive fcntl.flock on WORKDIR/.lock held for the run (the file holds the holder's PID).
   A second trainer (or sweep point) on the same workdir fails at once with WorkdirError naming that PID. The
   lock dies with its process, so a crashed run leaves no stale lock (the file stays; only the flock counts).
-* `progress(workdir)`: what shows that a run already trained there (metrics lines with steps, checkpoint
-  directories, an eval.json). The trainer refuses to start from step 0 in a workdir with progress but no
-  restorable checkpoint, unless asked to (`restart(workdir)`, `python -m linear_seq.main --restart`).
-  config.json alone is not progress: it is written before step 1, and no trained step can be lost with it.
+* `progress(workdir)`: what shows that a run already checkpointed there: checkpoint directories, an eval.json,
+  WORKDIR/checkpointed.json (written after each committed checkpoint), or metrics lines past the second save
+  (by then the first save had committed). The trainer refuses to start from step 0 in a workdir with progress
+  but no restorable checkpoint, unless asked to (`restart(workdir)`, `python -m linear_seq.main --restart`).
+  A run killed before its first checkpoint committed is not progress (nothing restorable was lost: its metrics
+  lines are written again, identically); neither is config.json alone (written before step 1).
 * `check_corpus(workdir, fingerprint)`: the data fingerprint (e.g. local_text's folder fingerprint) is saved
   in WORKDIR/corpus.json when a run starts; resuming on a corpus whose fingerprint changed is refused.
 """
@@ -23,9 +25,10 @@ from absl import logging
 
 LOCK_FILE = ".lock"
 CORPUS_FILE = "corpus.json"
+CHECKPOINTED_FILE = "checkpointed.json"
 # What a restart removes (the run's outputs; anything else in the workdir, e.g. a sweep's log.txt, stays).
 RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "tensorboard", "eval.json", "position_loss.json", "config.json",
-               CORPUS_FILE)
+               CORPUS_FILE, CHECKPOINTED_FILE)
 
 
 class WorkdirError(RuntimeError):
@@ -74,8 +77,16 @@ def progress(workdir: str) -> list[str]:
 
   found = []
   steps = [r.get("step", 0) for r in metrics_lib.read_metrics(workdir, quiet=True)]
-  if steps and max(steps) > 0:
+  every = _saved_checkpoint_every(workdir)
+  if steps and every and max(steps) > 2 * every:
     found.append(f"{metrics_lib.METRICS_FILE} with {len(steps)} lines up to step {max(steps)}")
+  marker = os.path.join(workdir, CHECKPOINTED_FILE)
+  if os.path.exists(marker):
+    try:
+      with open(marker) as f:
+        found.append(f"{CHECKPOINTED_FILE} (step {json.load(f)['step']} was checkpointed)")
+    except (OSError, ValueError, KeyError, TypeError):
+      found.append(CHECKPOINTED_FILE)
   ckpt_dir = os.path.join(workdir, "checkpoints")
   if os.path.isdir(ckpt_dir):
     names = sorted(n for n in os.listdir(ckpt_dir) if n[:1].isdigit())
@@ -84,6 +95,24 @@ def progress(workdir: str) -> list[str]:
   if os.path.exists(os.path.join(workdir, "eval.json")):
     found.append("eval.json")
   return found
+
+
+def _saved_checkpoint_every(workdir: str) -> Optional[int]:
+  try:
+    with open(os.path.join(workdir, "config.json")) as f:
+      return int(json.load(f)["train"]["checkpoint_every"])
+  except (OSError, ValueError, KeyError, TypeError):
+    return 1  # no readable config: any trained step counts
+
+
+def mark_checkpointed(workdir: str, step: int) -> None:
+  """Records (after its commit) that `step` was checkpointed: WORKDIR/checkpointed.json."""
+  path = os.path.join(workdir, CHECKPOINTED_FILE)
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump({"step": int(step)}, f)
+    f.write("\n")
+  os.replace(tmp, path)
 
 
 def no_checkpoint_error(workdir: str, found: list[str]) -> WorkdirError:
