@@ -3,7 +3,8 @@ output — a tqdm bar on an interactive terminal, plain log lines otherwise.
 
 metrics.jsonl holds one JSON object per line: train lines {step, train_loss, learning_rate, tokens_per_sec, ...}
 and eval lines {step, eval_loss, eval_accuracy?, ...}. On resume from step S the lines with step > S are dropped
-first, so the file reads as one uninterrupted run.
+first, so the file reads as one uninterrupted run (the trainer holds the workdir's lock, so no other writer
+appends meanwhile; the truncated file replaces the old one atomically).
 """
 import json
 import logging as pylogging
@@ -75,7 +76,7 @@ def truncate_metrics(path: str, last_step: int) -> int:
       except json.JSONDecodeError:  # a line cut short by a crash
         dropped += 1
         continue
-      if record.get("step", 0) <= last_step:
+      if isinstance(record, dict) and isinstance(record.get("step", 0), int) and record.get("step", 0) <= last_step:
         kept.append(line if line.endswith("\n") else line + "\n")
       else:
         dropped += 1
