@@ -1,12 +1,19 @@
-"""Config helpers: typed `get_config(arg)` options, config files that build on each other, and the
-resolved config saved in a workdir as config.json and restored from it with its types."""
+"""Config helpers: the one way to load a config (`load_config('path.py[:args]')`) and set dotted fields on it
+(`apply_overrides`, with config_flags' parsing), typed `get_config(arg)` options, config files that build on
+each other, and the resolved config saved in a workdir as config.json and restored from it with its types.
+
+No model or data imports: every config file imports this module."""
 import ast
+import hashlib
 import importlib.util
 import json
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
+from absl import flags
 import ml_collections
+from ml_collections.config_flags import tuple_parser
+import numpy as np
 
 CONFIG_FILE = "config.json"
 
@@ -48,14 +55,44 @@ def parse_options(arg: str, valid: Iterable[str]) -> dict:
   return opts
 
 
-def load_sibling(config_file: str, name: str):
-  """Imports configs/<name>.py from the folder of `config_file` (config files are loaded by path, so they are
-  not a package; this is how configs/mqar.py builds on configs/default.py)."""
-  path = os.path.join(os.path.dirname(os.path.abspath(config_file)), f"{name}.py")
-  spec = importlib.util.spec_from_file_location(f"linear_seq_configs_{name}", path)
+def load_module(path: str):
+  """Imports a config file by path (config files are loaded by path, so they need not be in a package)."""
+  if not os.path.isfile(path):
+    raise ValueError(f"config file not found: {path!r}")
+  name = "linear_seq_config_" + hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:12]
+  spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
+
+
+def load_sibling(config_file: str, name: str):
+  """Imports configs/<name>.py from the folder of `config_file` (how configs/mqar.py builds on
+  configs/default.py)."""
+  return load_module(os.path.join(os.path.dirname(os.path.abspath(config_file)), f"{name}.py"))
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+  """'configs/mqar.py:tiny=True' -> ('configs/mqar.py', 'tiny=True') (the arg after the first colon)."""
+  path, _, arg = spec.partition(":")
+  if not path.endswith(".py"):
+    raise ValueError(f"a config is a .py file optionally followed by ':args', got {spec!r}")
+  return path, arg
+
+
+def load_config(spec: str) -> ml_collections.ConfigDict:
+  """The locked config of `spec`: a config file 'path.py[:args]' (its `get_config(args)`, as --config=spec
+  gives it), or a training workdir (its saved config.json, see load_saved)."""
+  if os.path.isdir(spec):
+    return load_saved(spec)
+  path, arg = split_spec(spec)
+  module = load_module(path)
+  if not hasattr(module, "get_config"):
+    raise ValueError(f"config file {path!r} defines no get_config(arg)")
+  config = module.get_config(arg) if ":" in spec else module.get_config()  # as config_flags calls it
+  if not isinstance(config, ml_collections.ConfigDict):
+    raise ValueError(f"{path}: get_config() returned {type(config).__name__}, not a ConfigDict")
+  return config.lock()
 
 
 def to_dict(config: ml_collections.ConfigDict) -> dict:
@@ -74,7 +111,7 @@ def save_config(config: ml_collections.ConfigDict, workdir: str) -> str:
   return path
 
 
-def load_config(workdir: str) -> ml_collections.ConfigDict:
+def load_saved(workdir: str) -> ml_collections.ConfigDict:
   """Restores workdir/config.json as a locked ConfigDict with the saved types."""
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(path):
@@ -89,48 +126,82 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
 
 
 def apply_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, Any]) -> ml_collections.ConfigDict:
-  """Sets dotted fields, e.g. {'eval.seq_len': '512'}; strings are cast to the field's type. Unknown fields raise
-  ValueError listing the fields of that section."""
+  """A locked copy of `config` with dotted fields set, e.g. {'eval.seq_len': '512', 'seed': 1}.
+
+  config_flags' semantics: a string is parsed to the field's type (as `--config.eval.seq_len=512` is: absl's
+  int / float / bool parsers, a tuple literal for tuples; str fields take it as is); any other value must have
+  the field's type (an int is accepted for a float). Unknown fields (listing the valid ones of that section)
+  and wrong types raise ValueError; the input is not modified."""
   config = ml_collections.ConfigDict(to_dict(config))
   for key, value in overrides.items():
-    *parents, leaf = key.split(".")
-    node = config
-    for i, name in enumerate(parents + [leaf]):
-      child = node.get(name) if isinstance(node, ml_collections.ConfigDict) else None
-      is_last = i == len(parents)
-      if name not in node or (not is_last and not isinstance(child, ml_collections.ConfigDict)):
-        section = ".".join(parents[:i]) or "top level"
-        raise ValueError(f"unknown config field {key!r}; valid fields at {section}: {', '.join(sorted(node.keys()))}")
-      if not is_last:
-        node = child
-    old = node[leaf]
-    node[leaf] = cast_like(old, value, key)
+    node, leaf = _parent(config, key)
+    node[leaf] = parse_value(key, node[leaf], value)
   return config.lock()
 
 
-def cast_like(old, value, key: str = "value"):
-  """Casts `value` (often a command-line string) to the type of `old`."""
-  if not isinstance(value, str) or isinstance(old, str):
-    if isinstance(old, float) and isinstance(value, int) and not isinstance(value, bool):
-      return float(value)
-    return value
-  if isinstance(old, bool):
-    if value.lower() in ("true", "1", "yes"):
-      return True
-    if value.lower() in ("false", "0", "no"):
-      return False
-    raise ValueError(f"{key} expects a bool (true/false), got {value!r}")
-  if isinstance(old, (int, float)):
+def _parent(config: ml_collections.ConfigDict, key: str) -> tuple[ml_collections.ConfigDict, str]:
+  """The section holding dotted `key` and the leaf name; unknown names raise ValueError."""
+  *parents, leaf = key.split(".")
+  node = config
+  for i, name in enumerate(parents + [leaf]):
+    child = node.get(name) if isinstance(node, ml_collections.ConfigDict) else None
+    if name not in node or (i < len(parents) and not isinstance(child, ml_collections.ConfigDict)):
+      section = ".".join(parents[:i]) or "top level"
+      raise ValueError(f"unknown config field {key!r}; valid fields at {section}: {', '.join(sorted(node.keys()))}")
+    if i < len(parents):
+      node = child
+  return node, leaf
+
+
+_PARSERS = {bool: flags.BooleanParser(), int: flags.IntegerParser(), float: flags.FloatParser(),
+            tuple: tuple_parser.TupleParser()}
+
+
+def parse_value(key: str, old: Any, value: Any) -> Any:
+  """`value` for a field now holding `old`: a string parsed to old's type, anything else type-checked."""
+  kind = type(old)
+  if isinstance(value, str) and kind is not str:
+    if kind in _PARSERS:
+      try:
+        return _PARSERS[kind].parse(value)
+      except ValueError:
+        what = "a bool (true/false)" if kind is bool else kind.__name__
+        raise ValueError(f"{key} expects {what}, got {value!r}") from None
+    if old is not None and not isinstance(old, list):
+      raise ValueError(f"{key} holds a {kind.__name__}, which cannot be set from a string")
     try:
-      return type(old)(value) if isinstance(old, float) else int(value)
-    except ValueError:
-      raise ValueError(f"{key} expects {type(old).__name__}, got {value!r}") from None
-  if old is None or isinstance(old, (list, tuple)):
-    try:
-      return ast.literal_eval(value)
+      value = ast.literal_eval(value)  # None and list fields: a Python literal
     except (ValueError, SyntaxError):
+      if old is not None:
+        raise ValueError(f"{key} expects a list literal, got {value!r}") from None
       return value
-  return value
+  if old is None:
+    return value
+  if kind is bool or isinstance(value, bool):
+    ok = kind is bool and isinstance(value, (bool, np.bool_))
+  elif kind in (int, float):
+    ok = isinstance(value, (int, np.integer) if kind is int else (int, float, np.integer, np.floating))
+  elif kind in (tuple, list):
+    ok = isinstance(value, (tuple, list))
+  else:
+    ok = isinstance(value, kind)
+  if not ok:
+    raise ValueError(f"{key} expects {kind.__name__}, got {value!r} ({type(value).__name__})")
+  return kind(value) if kind in (bool, int, float, tuple, list) else value
+
+
+def override_args(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+  """Splits `--config.a.b=value` arguments (raw strings, for apply_overrides) from the other arguments."""
+  overrides, rest = {}, []
+  for arg in argv:
+    if arg.startswith("--config."):
+      key, eq, value = arg[len("--config."):].partition("=")
+      if not eq:
+        raise ValueError(f"write config overrides as --config.{key}=VALUE")
+      overrides[key] = value
+    else:
+      rest.append(arg)
+  return overrides, rest
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -38,7 +38,7 @@ def run_eval(state: steps.State, static: steps.Static, config: ml_collections.Co
     if max_batches and batches >= max_batches:
       break
     batch = sharding.global_batch(local, static.mesh)
-    sums = jax.device_get(steps.eval_step_jit(state["params"], state["rest"], batch, static=static))
+    sums = jax.device_get(static.eval_step(state["params"], state["rest"], batch))
     sums = {k: np.asarray(v, np.float64) for k, v in sums.items()}
     totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
     batches += 1

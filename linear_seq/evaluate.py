@@ -28,7 +28,7 @@ from linear_seq import metrics as metrics_lib
 from linear_seq import model as model_lib
 from linear_seq import sharding
 from linear_seq import steps
-from linear_seq import train
+from linear_seq import validation
 from linear_seq import workdir as workdir_lib
 
 EVAL_FILE = "eval.json"
@@ -50,9 +50,6 @@ def define_flags() -> None:
   flags.DEFINE_integer("seed", 0, "Sampling seed for --generate.")
   cli.define_verbose_flag()
   flags.mark_flags_as_required(["workdir"])
-
-
-_OVERRIDES: dict[str, str] = {}
 
 
 class Restored(NamedTuple):
@@ -80,15 +77,15 @@ def restore(workdir: str, step: Optional[int] = None,
                                      "(python -m linear_seq.main --config=... --workdir=...)")
   try:
     try:
-      config = config_lib.load_config(workdir)
+      config = config_lib.load_saved(workdir)
     except ValueError as e:  # (FileNotFoundError is an OSError: reported as is)
-      raise train.ConfigError(str(e)) from e
+      raise validation.ConfigError(str(e)) from e
     if config_overrides:
       try:
         config = config_lib.apply_overrides(config, config_overrides)
       except ValueError as e:
-        raise train.ConfigError(str(e)) from e
-    info = train.check_config(config)
+        raise validation.ConfigError(str(e)) from e
+    info = validation.check_config(config)
     mesh = sharding.make_mesh()
     static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
     latest = ckpt.latest_step()
@@ -121,7 +118,7 @@ def evaluate_restored(workdir: str, r: Restored, *, split: str = "validation",
   out: dict[str, Any] = {"step": int(r.step), "split": split, **result,
                          "num_params": steps.num_params(r.state), "state_size": int(lm.state_size(seq_len)),
                          "eval_seq_len": seq_len, "dataset": r.config.data.dataset,
-                         "mixer": ",".join(train.layer_mixer_names(r.config.model))}
+                         "mixer": ",".join(validation.layer_mixer_names(r.config.model))}
   out.update(_training_speed(workdir, r.step))
   return out
 
@@ -158,30 +155,27 @@ def sample(r: Restored, n: int, *, prompt: str = "", temperature: float = 0.8, s
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
-  """Takes --config.a.b=value overrides out of argv (applied to the workdir's config.json), parses the rest."""
-  rest = [argv[0]]
-  for arg in argv[1:]:
-    if arg.startswith("--config."):
-      key, eq, value = arg[len("--config."):].partition("=")
-      if not eq:
-        sys.exit(f"error: write config overrides as --config.{key}=VALUE")
-      _OVERRIDES[key] = value
-    else:
-      rest.append(arg)
+  """absl parses the flags; the --config.a.b=value overrides (for the workdir's config.json) stay in argv for
+  main, which parses them against the saved config."""
+  overrides = [arg for arg in argv[1:] if arg.startswith("--config.")]
   try:
-    return FLAGS(rest)
-  except flags.Error as e:
+    return FLAGS([arg for arg in argv if arg not in overrides]) + overrides
+  except flags.Error as e:  # e.g. --step=abc: one line, not a traceback
     sys.exit(f"error: {e}")
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  try:
+    overrides, unexpected = config_lib.override_args(argv[1:])
+  except ValueError as e:
+    sys.exit(f"error: {e}")
+  if unexpected:
+    raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
   sharding.maybe_initialize_distributed()  # before any other JAX call
   metrics_lib.quiet_library_logs()
   workdir = FLAGS.workdir
-  with cli.one_line_errors(checkpoint.CheckpointError, train.ConfigError, FileNotFoundError):
-    restored = restore(workdir, FLAGS.step, _OVERRIDES)
+  with cli.one_line_errors(checkpoint.CheckpointError, validation.ConfigError, FileNotFoundError):
+    restored = restore(workdir, FLAGS.step, overrides)
   # Every process computes (the arrays are global); only process 0 writes and prints.
   is_primary = jax.process_index() == 0
   result = evaluate_restored(workdir, restored, split=FLAGS.split, position_loss=FLAGS.position_loss)

@@ -14,9 +14,11 @@ from ml_collections import config_flags
 
 from linear_seq import checkpoint
 from linear_seq import cli
+from linear_seq import config_lib
 from linear_seq import metrics as metrics_lib
 from linear_seq import sharding
 from linear_seq import train
+from linear_seq import validation
 from linear_seq import workdir as workdir_lib
 
 FLAGS = flags.FLAGS
@@ -33,11 +35,22 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   metrics_lib.quiet_library_logs()
   sharding.maybe_initialize_distributed()
-  config = cli.load_config_flag()
-  with cli.one_line_errors(train.ConfigError, FloatingPointError, checkpoint.CheckpointError,
+  cli.load_config_flag()  # a config file that does not load: one line
+  with cli.one_line_errors(validation.ConfigError, FloatingPointError, checkpoint.CheckpointError,
                            workdir_lib.WorkdirError):
+    config = _config()
     final = train.train_and_evaluate(config, FLAGS.workdir, restart=FLAGS.restart)
   logging.info("done: %s", final)
+
+
+def _config():
+  """--config and its --config.x=v overrides through config_lib, as the sweep and evaluate load configs
+  (config_flags has already checked the names and types; this gives the same config by the same code)."""
+  try:
+    return config_lib.apply_overrides(config_lib.load_config(config_flags.get_config_filename(FLAGS["config"])),
+                                      config_flags.get_override_values(FLAGS["config"]))
+  except ValueError as e:
+    raise validation.ConfigError(str(e)) from e
 
 
 if __name__ == "__main__":

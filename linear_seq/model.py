@@ -11,16 +11,14 @@ only with conv_width > 0).
 """
 import dataclasses
 import functools
-from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import mixers, ops
-from linear_seq.mixers import random_projection as rp
 from linear_seq.mixers.short_conv import ShortConv
-from linear_seq.ops._checks import check_choice
+from linear_seq.checks import check_choice
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -39,7 +37,8 @@ def _names(value) -> tuple[str, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-  """Model hyper-parameters; one field per `config.model` field (see configs/default.py for each).
+  """Model hyper-parameters; one field per `config.model` field (see configs/default.py for each), with
+  configs/default.py's values as defaults (tests/test_model.py checks that they agree).
 
   String list fields of the config (`layer_mixers`, `decay`, `gamma`: comma-separated) become tuples.
   """
@@ -47,14 +46,14 @@ class ModelConfig:
   mixer: str = "gla"
   layer_mixers: tuple[str, ...] = ()
   d_model: int = 128
-  num_layers: int = 4
+  num_layers: int = 2
   num_heads: int = 4
   mlp_ratio: float = 4
   conv_width: int = 0
   tie_embeddings: bool = True
   dtype: str = "float32"
   mode: str = ""
-  chunk_size: int = 64
+  chunk_size: int = 16
   pos_encoding: str = "rope"
   max_len: int = 2048
   feature_map: str = "elu1"
@@ -245,36 +244,3 @@ def generate(lm: LM, prompt, n: int, *, temperature: float = 1.0, key=None) -> j
   graphdef, params = nnx.split(lm)
   state = lm.init_state(prompt.shape[0], prompt.shape[1] + n)
   return _generate(graphdef, params, prompt, state, key, jnp.float32(temperature), n=n)
-
-
-# ------------------------------------------------------------------------------------------------
-# Optimizer grouping and random features.
-
-SSM_PARAMS = ("log_A_real", "A_imag", "log_dt")
-_NO_DECAY = ("scale", "bias")
-
-
-def param_label(path: Sequence[Any]) -> str:
-  """'ssm' (the SSM's A and log Δ), 'no_decay' (norm scales, biases incl. gate biases) or 'decay'.
-
-  path: the parameter's path in nnx.state(lm), e.g. ('blocks', '0', 'mixer', 'gate_up', 'bias').
-  """
-  names = [str(p) for p in path]
-  if names and names[-1] == "value":  # tolerate a trailing '.value' key
-    names = names[:-1]
-  if not names:
-    raise ValueError("empty parameter path")
-  leaf = names[-1]
-  if leaf in SSM_PARAMS:
-    return "ssm"
-  if leaf in _NO_DECAY or leaf.endswith("_bias") or any("norm" in n for n in names[:-1]):
-    return "no_decay"
-  return "decay"
-
-
-def redraw_projections(lm: nnx.Module, key) -> int:
-  """Redraws every random-feature projection (`RandomProjection`) in place; returns how many."""
-  variables = [v for _, v in nnx.iter_graph(lm) if isinstance(v, rp.RandomProjection)]
-  for i, var in enumerate(variables):
-    rp.redraw(var, jax.random.fold_in(key, i))
-  return len(variables)

@@ -1,12 +1,12 @@
 """AdamW with linear warmup + cosine decay, global-norm clipping, parameter groups.
 
-Groups come from a label function on the parameter path (model_lib.param_label):
+Groups come from a label function on the parameter path (by default `param_label`, this module's policy):
   'decay'    — AdamW with weight decay;
   'no_decay' — no weight decay (norms, biases, gate biases);
   'ssm'      — no weight decay and the learning rate times `ssm_lr_multiplier` (the SSM's A and log dt).
 One Adam state for all parameters: update = -lr_t · m(label) · (adam(g) + wd(label) · p).
 """
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +14,26 @@ import ml_collections
 import optax
 
 LABELS = ("decay", "no_decay", "ssm")
+SSM_PARAMS = ("log_A_real", "A_imag", "log_dt")  # the S4 mixer's A and log Δ
+_NO_DECAY = ("scale", "bias")
+
+
+def param_label(path: Sequence[Any]) -> str:
+  """'ssm' (the SSM's A and log Δ), 'no_decay' (norm scales, biases incl. gate biases) or 'decay'.
+
+  path: the parameter's path in nnx.state(lm), e.g. ('blocks', '0', 'mixer', 'gate_up', 'bias').
+  """
+  names = [str(p) for p in path]
+  if names and names[-1] == "value":  # tolerate a trailing '.value' key
+    names = names[:-1]
+  if not names:
+    raise ValueError("empty parameter path")
+  leaf = names[-1]
+  if leaf in SSM_PARAMS:
+    return "ssm"
+  if leaf in _NO_DECAY or leaf.endswith("_bias") or any("norm" in n for n in names[:-1]):
+    return "no_decay"
+  return "decay"
 
 
 def make_schedule(train: ml_collections.ConfigDict) -> optax.Schedule:
@@ -60,7 +80,7 @@ def param_labels(params, label_fn: Callable[[tuple[str, ...]], str]):
 
 
 def make_optimizer(train: ml_collections.ConfigDict,
-                   label_fn: Callable[[tuple[str, ...]], str]) -> optax.GradientTransformation:
+                   label_fn: Callable[[tuple[str, ...]], str] = param_label) -> optax.GradientTransformation:
   """clip_by_global_norm -> Adam -> decoupled weight decay ('decay' group) -> SSM lr multiplier -> -lr_t."""
   if train.grad_clip < 0 or train.weight_decay < 0 or train.learning_rate <= 0:
     raise ValueError("train.learning_rate must be > 0 and train.grad_clip, train.weight_decay >= 0; got "

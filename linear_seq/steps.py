@@ -3,12 +3,13 @@
 The NNX model is kept as graphdef + state: `nnx.split(lm, nnx.Param, ...)` gives the static graphdef, the
 trainable params and the rest (non-trainable variables such as random-feature projections). The train state is
 a plain dict pytree {step, params, rest, opt_state}: that is what is checkpointed, sharded and donated.
-The steps are module-level functions jitted once with the graphdef, optimizer and mesh as static arguments,
-so repeated runs in one process (tests, sweeps) reuse the compiled steps.
+The steps are jitted per run by `setup` (functools.partial over the graphdef and optimizer under jax.jit, with
+the state's shardings and the state donated, as nanodo does) and travel with the run in `Static`: nothing is
+cached at module level (a second run in one process traces again; JAX's persistent cache can skip the compile).
 """
 import dataclasses
-import json
-from typing import Any
+import functools
+from typing import Any, Callable
 
 from flax import nnx
 import jax
@@ -19,29 +20,19 @@ import optax
 from linear_seq import model as model_lib
 from linear_seq import optim
 from linear_seq import sharding
-from linear_seq.data import tokenizer
 
 State = dict[str, Any]  # {'step': int32[], 'params': nnx.State, 'rest': nnx.State, 'opt_state': optax state}
 
 
 @dataclasses.dataclass(frozen=True)
 class Static:
-  """What a run's jitted steps close over (hashable: used as static jit arguments)."""
+  """A run's fixed parts: the model's graphdef, the optimizer, the mesh, and the steps jitted for them."""
   graphdef: Any
   tx: optax.GradientTransformation
   mesh: jax.sharding.Mesh
   fsdp: bool
-
-
-_OPTIMIZERS: dict[str, optax.GradientTransformation] = {}
-
-
-def make_optimizer(train: ml_collections.ConfigDict) -> optax.GradientTransformation:
-  """optim.make_optimizer, memoized on the train config's values so equal configs share compiled steps."""
-  key = json.dumps(train.to_dict(), sort_keys=True, default=str)
-  if key not in _OPTIMIZERS:
-    _OPTIMIZERS[key] = optim.make_optimizer(train, model_lib.param_label)
-  return _OPTIMIZERS[key]
+  train_step: Callable  # (state, batch) -> (new state, {loss, grad_norm}); donates state (see train_step)
+  eval_step: Callable  # (params, rest, batch) -> loss-term sums (see eval_step)
 
 
 def model_config(config: ml_collections.ConfigDict, vocab_size: int) -> "model_lib.ModelConfig":
@@ -59,11 +50,15 @@ def _init_fn(cfg, seed: int, tx: optax.GradientTransformation):
 def setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sharding.Mesh):
   """-> (static, abstract_state, shardings) without computing anything (for init and for restore targets)."""
   cfg = model_config(config, vocab_size)
-  tx = make_optimizer(config.train)
+  tx = optim.make_optimizer(config.train)
   graphdef, _, _ = nnx.split(nnx.eval_shape(lambda: model_lib.LM(cfg, rngs=nnx.Rngs(0))), nnx.Param, ...)
   abstract = jax.eval_shape(_init_fn(cfg, config.seed, tx))
   shardings = sharding.state_shardings(abstract, mesh, bool(config.train.fsdp))
-  return Static(graphdef, tx, mesh, bool(config.train.fsdp)), abstract, shardings
+  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+  train = jax.jit(functools.partial(train_step, graphdef=graphdef, tx=tx), donate_argnames=("state",),
+                  out_shardings=(shardings, {"loss": replicated, "grad_norm": replicated}))
+  evaluate = jax.jit(functools.partial(eval_step, graphdef=graphdef))
+  return Static(graphdef, tx, mesh, bool(config.train.fsdp), train, evaluate), abstract, shardings
 
 
 def init_state(config: ml_collections.ConfigDict, vocab_size: int, static: Static, shardings) -> State:
@@ -78,14 +73,15 @@ def merge(static: Static, state: State) -> "model_lib.LM":
 
 def loss_terms(logits_BTV: jax.Array, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
   """Weighted next-token cross entropy: sums over the batch (float32) of nll·w, w, [argmax = target]·w,
-  w on byte targets (byte-level ids < 256; for bits per byte), and per position [T] sums of nll·w and w."""
+  the bytes predicted (for bits per byte: the byte tokenizer's text batches weigh exactly the byte targets, see
+  data/text.py), and per position [T] sums of nll·w and w."""
   logits_BTV = logits_BTV.astype(jnp.float32)
   targets_BT, w_BT = batch["targets"], batch["weights"].astype(jnp.float32)
   logz_BT = jax.nn.logsumexp(logits_BTV, axis=-1)
   nll_BT = logz_BT - jnp.take_along_axis(logits_BTV, targets_BT[..., None], axis=-1)[..., 0]
   correct_BT = (jnp.argmax(logits_BTV, axis=-1) == targets_BT).astype(jnp.float32)
   return {"nll": jnp.sum(nll_BT * w_BT), "weight": jnp.sum(w_BT), "correct": jnp.sum(correct_BT * w_BT),
-          "byte_weight": jnp.sum(w_BT * (targets_BT < tokenizer.NUM_BYTES)),
+          "byte_weight": jnp.sum(w_BT),  # bytes predicted: text weights are 1 exactly on byte targets
           "position_nll": jnp.sum(nll_BT * w_BT, axis=0), "position_weight": jnp.sum(w_BT, axis=0)}
 
 
@@ -100,23 +96,18 @@ def _loss(params, rest, batch, graphdef):
   return terms["nll"] / jnp.maximum(terms["weight"], 1.0), terms
 
 
-def train_step(state: State, batch: dict[str, jax.Array], static: Static):
+def train_step(state: State, batch: dict[str, jax.Array], *, graphdef, tx: optax.GradientTransformation):
   """One AdamW step on the weighted mean loss over the global batch -> (new state, {loss, grad_norm})."""
-  (loss, _), grads = jax.value_and_grad(_loss, has_aux=True)(state["params"], state["rest"], batch, static.graphdef)
-  updates, opt_state = static.tx.update(grads, state["opt_state"], state["params"])
+  (loss, _), grads = jax.value_and_grad(_loss, has_aux=True)(state["params"], state["rest"], batch, graphdef)
+  updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
   new = {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
          "rest": state["rest"], "opt_state": opt_state}
-  new = jax.lax.with_sharding_constraint(new, sharding.state_shardings(new, static.mesh, static.fsdp))
   return new, {"loss": loss, "grad_norm": optax.tree.norm(grads)}
 
 
-def eval_step(params, rest, batch: dict[str, jax.Array], static: Static) -> dict[str, jax.Array]:
+def eval_step(params, rest, batch: dict[str, jax.Array], *, graphdef) -> dict[str, jax.Array]:
   """Sums of the loss terms over one batch (see loss_terms)."""
-  return _forward(static.graphdef, params, rest, batch)
-
-
-train_step_jit = jax.jit(train_step, static_argnames=("static",), donate_argnames=("state",))
-eval_step_jit = jax.jit(eval_step, static_argnames=("static",))
+  return _forward(graphdef, params, rest, batch)
 
 
 def num_params(state: State) -> int:

@@ -5,7 +5,7 @@ checkpoints resumes from the latest intact one (train state and data iterator), 
 gives the same losses as 2N steps straight. One run at a time holds the workdir (workdir.py's lock); a workdir
 with progress but no restorable checkpoint is refused unless restart=True; an evaluation interrupted after
 its step's checkpoint is run on resume. A non-finite loss or gradient norm stops the run naming the step;
-nothing after the last finite step is saved. An evaluation that cannot run raises ConfigError.
+nothing after the last finite step is saved. An evaluation that cannot run raises validation.ConfigError.
 """
 import contextlib
 import time
@@ -17,18 +17,16 @@ import jax
 import ml_collections
 import numpy as np
 
-from linear_seq import bounds
 from linear_seq import checkpoint
 from linear_seq import config_lib
 from linear_seq import data
 from linear_seq import eval_lib
 from linear_seq import metrics as metrics_lib
-from linear_seq import mixers
-from linear_seq import model as model_lib
-from linear_seq import ops
 from linear_seq import optim
 from linear_seq import sharding
 from linear_seq import steps
+from linear_seq import validation
+from linear_seq.mixers import random_projection
 from linear_seq import workdir as workdir_lib
 
 # Config fields whose change makes a workdir's checkpoints unusable (the model's shapes or the data stream; other
@@ -36,49 +34,19 @@ from linear_seq import workdir as workdir_lib
 _INCOMPATIBLE = ("model.", "seed", "data.dataset", "data.path", "data.vocab_size")
 
 
-class ConfigError(ValueError):
-  """A config that cannot run (unknown names, bad sizes, a workdir trained with another model or data, an
-  evaluation that finds no data)."""
-
-
-def layer_mixer_names(model: ml_collections.ConfigDict) -> list[str]:
-  names = [s.strip() for s in model.layer_mixers.split(",")] if model.layer_mixers else [model.mixer]
-  return [n for n in names if n]
-
-
-def check_config(config: ml_collections.ConfigDict):
-  """Fails fast, before any compile: unknown dataset / mixer / feature map (listing the valid names), model or
-  optimizer values that cannot work (ModelConfig's and optim's checks). Returns the dataset info."""
-  try:
-    bounds.check_bounds(config)
-    info = data.dataset_info(config.data)
-    for name in layer_mixer_names(config.model):
-      mixers.get(name)
-    if "linear" in layer_mixer_names(config.model):
-      ops.feature_map(config.model.feature_map)
-    steps.model_config(config, info.vocab_size)
-    steps.make_optimizer(config.train)
-  except (KeyError, ValueError) as e:
-    raise ConfigError(str(e).strip("'\"")) from e
-  if config.train.num_steps < 0 or min(config.train.log_every, config.train.eval_every,
-                                       config.train.checkpoint_every) <= 0:
-    raise ConfigError("train.num_steps must be >= 0 and train.log_every, eval_every, checkpoint_every > 0")
-  return info
-
-
 def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
   try:
-    saved = config_lib.load_config(workdir)
+    saved = config_lib.load_saved(workdir)
   except FileNotFoundError:
     return
   except (ValueError, OSError) as e:  # invalid JSON, unreadable
-    raise ConfigError(f"cannot read the config this run was trained with: {e}; restore config.json, or start "
-                      "over with --restart") from e
+    raise validation.ConfigError(f"cannot read the config this run was trained with: {e}; restore config.json, "
+                                 "or start over with --restart") from e
   changed = config_lib.diff(saved, config)
   bad = [k for k in changed if k.startswith(_INCOMPATIBLE)
          and not (k == "data.path" and workdir_lib.same_folder(workdir, saved.data.path, config.data.path))]
   if bad:
-    raise ConfigError(f"{workdir} holds checkpoints of a different model or data: {', '.join(bad)} changed "
+    raise validation.ConfigError(f"{workdir} holds checkpoints of a different model or data: {', '.join(bad)} changed "
                       f"(e.g. {bad[0]}: saved {_get(saved, bad[0])!r}, now {_get(config, bad[0])!r}); "
                       "use a new --workdir or the saved values")
   if changed:
@@ -103,7 +71,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, resta
 
 
 def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, restart: bool) -> dict[str, Any]:
-  info = check_config(config)
+  info = validation.check_config(config)
   mesh = sharding.make_mesh()
   sharding.check_batch_size(int(config.data.batch_size), mesh)
   sharding.check_batch_size(int(config.eval.batch_size), mesh, "eval.batch_size")
@@ -143,7 +111,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
   num_steps = int(config.train.num_steps)
   n_params = steps.num_params(state)
   if start < num_steps:
-    logging.info("%s: %d parameters, %d devices, steps %d..%d", ",".join(layer_mixer_names(config.model)),
+    logging.info("%s: %d parameters, %d devices, steps %d..%d", ",".join(validation.layer_mixer_names(config.model)),
                  n_params, mesh.size, start + 1, num_steps)
   writer = metrics_lib.MetricsWriter(workdir, start_step=start, total_steps=num_steps, enabled=is_primary)
   schedule = optim.make_schedule(config.train)
@@ -164,7 +132,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
     for step in range(start + 1, num_steps + 1):
       state = _maybe_redraw(state, static, shardings, config, step)
       batch = sharding.global_batch(next(train_it), mesh)
-      state, out = steps.train_step_jit(state, batch, static=static)
+      state, out = static.train_step(state, batch)
       pending.append((step, out["loss"], out["grad_norm"]))
       writer.advance(step)
       is_last = step == num_steps
@@ -208,7 +176,7 @@ def _eval_line(state, static, config, info, step: int) -> dict[str, float]:
   try:
     result = eval_lib.run_eval(state, static, config, info)
   except ValueError as e:  # e.g. a validation split that gives no tokens: a config problem, one line
-    raise ConfigError(f"evaluation at step {step} failed: {e}") from e
+    raise validation.ConfigError(f"evaluation at step {step} failed: {e}") from e
   line = {"eval_loss": result["eval_loss"]}
   line.update({"bits_per_byte": result["bits_per_byte"]} if "bits_per_byte" in result
               else {"eval_accuracy": result["accuracy"]})
@@ -241,7 +209,7 @@ def _maybe_redraw(state, static, shardings, config, step: int):
   if not every or step == 1 or (step - 1) % every:
     return state
   lm = steps.merge(static, state)
-  model_lib.redraw_projections(lm, jax.random.fold_in(jax.random.key(config.seed), step))
+  random_projection.redraw_projections(lm, jax.random.fold_in(jax.random.key(config.seed), step))
   _, _, rest = nnx.split(lm, nnx.Param, ...)
   return {**state, "rest": jax.device_put(rest, shardings["rest"])}
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env python
-"""Benchmark of the mixer ops; see linear_seq/bench.py. Same flags, e.g.
+"""Benchmark of the mixer ops; see linear_seq/studies/bench.py. Same flags, e.g.
 
   .venv/bin/python scripts/benchmark.py --markdown --json=bench.json
 """
-from linear_seq import bench
+from absl import app
+
+from linear_seq.studies import bench
 
 if __name__ == "__main__":
-  bench.main()
+  bench.define_flags()
+  app.run(bench.main)

@@ -2,8 +2,12 @@
 import json
 import os
 import re
+import sys
 
+from absl import flags
 import ml_collections
+from ml_collections import config_flags
+import numpy as np
 import pytest
 
 from linear_seq import config_lib
@@ -73,7 +77,8 @@ def test_config_json_round_trip_keeps_types(tmp_path):
   config = load("mqar", "tiny=True")
   config.train.learning_rate = 1.0  # a float holding an integral value stays a float
   config_lib.save_config(config, str(tmp_path))
-  restored = config_lib.load_config(str(tmp_path))
+  restored = config_lib.load_saved(str(tmp_path))
+  assert config_lib.load_config(str(tmp_path)).to_dict() == restored.to_dict()  # a workdir is a config spec too
   assert restored.to_dict() == config.to_dict()
   assert type(restored.train.learning_rate) is float and type(restored.train.num_steps) is int
   assert type(restored.model.tie_embeddings) is bool and restored.model.layer_mixers == ""
@@ -84,10 +89,10 @@ def test_config_json_round_trip_keeps_types(tmp_path):
 
 def test_load_config_missing_and_invalid(tmp_path):
   with pytest.raises(FileNotFoundError, match="no config.json"):
-    config_lib.load_config(str(tmp_path))
+    config_lib.load_saved(str(tmp_path))
   (tmp_path / "config.json").write_text("{not json")
   with pytest.raises(ValueError, match="not valid JSON"):
-    config_lib.load_config(str(tmp_path))
+    config_lib.load_saved(str(tmp_path))
 
 
 def test_apply_overrides_casts_and_rejects_unknown_fields():
@@ -105,6 +110,79 @@ def test_apply_overrides_casts_and_rejects_unknown_fields():
     config_lib.apply_overrides(config, {"eval.seq_len": "x"})
   with pytest.raises(ValueError, match="expects a bool"):
     config_lib.apply_overrides(config, {"train.fsdp": "maybe"})
+  with pytest.raises(AttributeError):  # the result is locked
+    out.model.mixr = "gla"
+
+
+def test_load_config_spec(tmp_path):
+  """'path.py[:args]' -> get_config(args), locked; bad specs fail with one line."""
+  path = os.path.join(CONFIGS, "default.py")
+  assert config_lib.load_config(path).to_dict() == load("default").to_dict()
+  tiny = config_lib.load_config(f"{path}:mixer=retention,tiny=True")
+  assert tiny.to_dict() == load("default", "mixer=retention,tiny=True").to_dict()
+  with pytest.raises(AttributeError):
+    tiny.model.mixr = "gla"
+  with pytest.raises(ValueError, match="unknown config option.*tny"):
+    config_lib.load_config(f"{path}:tny=True")
+  with pytest.raises(ValueError, match="config file not found: '/nonexistent/c.py'"):
+    config_lib.load_config("/nonexistent/c.py:tiny=True")
+  with pytest.raises(ValueError, match=r"a \.py file optionally followed by ':args', got 'configs/default'"):
+    config_lib.load_config("configs/default")
+  (tmp_path / "empty.py").write_text("X = 1\n")
+  with pytest.raises(ValueError, match="defines no get_config"):
+    config_lib.load_config(str(tmp_path / "empty.py"))
+
+
+# Command-line strings that config_flags parses to each field's type (and str fields take verbatim).
+_FLAG_STRINGS = {"eval.seq_len": "512", "train.learning_rate": "1", "train.b2": "9.5e-1",
+                 "model.tie_embeddings": "false", "train.fsdp": "1", "model.mixer": "s4", "model.decay": "0.5,0.9", "seed": "3",
+                 "data.num_train": "0x10", "model.normalize": "True", "model.dt_min": "2e-3"}
+
+
+def test_apply_overrides_parses_strings_as_config_flags_does(monkeypatch):
+  """The same strings given as --config.k=v flags to a config_flags flag give the same config."""
+  path = os.path.join(CONFIGS, "default.py")
+  argv = ["prog", f"--config={path}:tiny=True", *(f"--config.{k}={v}" for k, v in _FLAG_STRINGS.items())]
+  monkeypatch.setattr(sys, "argv", argv)  # config_flags reads the overrides from sys.argv
+  values = flags.FlagValues()
+  config_flags.DEFINE_config_file("config", None, "", flag_values=values, lock_config=True)
+  values(argv)
+  ours = config_lib.apply_overrides(config_lib.load_config(f"{path}:tiny=True"), _FLAG_STRINGS)
+  assert ours.to_dict() == values.config.to_dict()
+  flat = config_lib.flatten(ours.to_dict())
+  assert {k: type(flat[k]) for k in _FLAG_STRINGS} == {k: type(v) for k, v in
+                                                       config_lib.flatten(values.config.to_dict()).items()
+                                                       if k in _FLAG_STRINGS}
+  assert (flat["data.num_train"], flat["model.normalize"], flat["train.fsdp"]) == (16, "True", True)
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("train.learning_rate", 1, 1.0),  # an int for a float field becomes a float
+    ("eval.seq_len", np.int64(7), 7),
+    ("model.vector_gate", False, False),
+    ("eval.seq_len", 1.5, "eval.seq_len expects int, got 1.5 .float."),
+    ("eval.seq_len", True, "eval.seq_len expects int, got True .bool."),
+    ("train.fsdp", 1, "train.fsdp expects bool, got 1 .int."),
+    ("model.mixer", 3, "model.mixer expects str, got 3 .int."),
+    ("model", "x", "model holds a ConfigDict, which cannot be set from a string"),
+    ("seed.x", 1, "unknown config field 'seed.x'; valid fields at top level: data, eval, model, seed, train"),
+])
+def test_apply_overrides_type_checks_values(key, value, expected):
+  config = load("default")
+  if isinstance(expected, str):
+    with pytest.raises(ValueError, match=expected):
+      config_lib.apply_overrides(config, {key: value})
+  else:
+    out = config_lib.flatten(config_lib.apply_overrides(config, {key: value}).to_dict())[key]
+    assert out == expected and type(out) is type(expected)
+
+
+def test_override_args():
+  assert config_lib.override_args(["--workdir=w", "--config.eval.seq_len=512", "--config.model.decay=0.5,0.9",
+                                   "--step=3"]) == ({"eval.seq_len": "512", "model.decay": "0.5,0.9"},
+                                                    ["--workdir=w", "--step=3"])
+  with pytest.raises(ValueError, match="write config overrides as --config.eval.seq_len=VALUE"):
+    config_lib.override_args(["--config.eval.seq_len"])
 
 
 def test_diff():

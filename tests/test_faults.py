@@ -21,6 +21,7 @@ from linear_seq import checkpoint
 from linear_seq import evaluate
 from linear_seq import metrics
 from linear_seq import train
+from linear_seq import validation
 from linear_seq import workdir as workdir_lib
 from linear_seq.data import local_text
 from tests.cli_env import REPO
@@ -184,7 +185,7 @@ def test_kill_before_the_final_evaluation_is_completed_by_the_rerun(straight, tm
     ("train.b2", 1.0, r"train.b2 must be in \[0, 1\), got 1.0"),
 ])
 def test_bad_values_are_refused(tmp_path, field, value, message):
-  with pytest.raises(train.ConfigError, match=message):
+  with pytest.raises(validation.ConfigError, match=message):
     train.train_and_evaluate(mqar(**{field: value}), str(tmp_path))
   assert not os.path.exists(tmp_path / "checkpoints")
 

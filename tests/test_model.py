@@ -10,7 +10,9 @@ import pytest
 from flax import nnx
 
 from linear_seq import model as model_lib
+from linear_seq import optim
 from linear_seq.mixers import RandomProjection
+from linear_seq.mixers import random_projection
 
 V, D, H = 13, 16, 2
 TINY = dict(vocab_size=V, d_model=D, num_heads=H, mlp_ratio=2, state_size=4, gate_rank=4, chunk_size=4,
@@ -29,6 +31,10 @@ def test_model_config_fields_match_config_file():
   config = default_config()
   fields = {f.name for f in dataclasses.fields(model_lib.ModelConfig)}
   assert set(config.model.keys()) == fields
+  defaults = model_lib.ModelConfig(vocab_size=259)
+  from_file = model_lib.ModelConfig.from_config(config.model, vocab_size=259)
+  assert {f: getattr(defaults, f) for f in fields if getattr(defaults, f) != getattr(from_file, f)} == {}, (
+      "ModelConfig's defaults differ from configs/default.py's model values")
   cfg = model_lib.ModelConfig.from_config(config.model, vocab_size=259)
   assert cfg.vocab_size == 259 and cfg.mixers == ("gla",) * config.model.num_layers
   config.model.layer_mixers, config.model.num_layers = "gla,softmax", 2
@@ -133,7 +139,7 @@ def test_param_label_on_real_paths_and_redraw():
   cfg = model_lib.ModelConfig(**TINY, layer_mixers="linear,s4,gla", num_layers=3, feature_map="favor",
                               tie_embeddings=False, conv_width=2)
   lm = model_lib.LM(cfg, rngs=nnx.Rngs(0))
-  labels = {tuple(str(p) for p in path): model_lib.param_label(path)
+  labels = {tuple(str(p) for p in path): optim.param_label(path)
             for path, _ in nnx.to_flat_state(nnx.state(lm, nnx.Param))}
   by_leaf = lambda leaf: {l for p, l in labels.items() if p[-1] == leaf}  # noqa: E731
   assert by_leaf("log_A_real") == by_leaf("A_imag") == by_leaf("log_dt") == {"ssm"}
@@ -141,9 +147,9 @@ def test_param_label_on_real_paths_and_redraw():
   assert labels[("blocks", "2", "mixer", "gate_up", "bias")] == "no_decay"
   assert labels[("blocks", "2", "mixer", "out_norm", "scale")] == "no_decay"
   assert by_leaf("kernel") == by_leaf("embedding") == by_leaf("C") == {"decay"}
-  assert model_lib.param_label(("blocks", "0", "mixer", "log_dt", "value")) == "ssm"
+  assert optim.param_label(("blocks", "0", "mixer", "log_dt", "value")) == "ssm"
   with pytest.raises(ValueError, match="empty parameter path"):
-    model_lib.param_label(())
+    optim.param_label(())
   # The random projection: checkpointed state, not a parameter; redraw changes it and the outputs.
   assert not any(p[-1] == "projection" for p in labels)
   flat = dict(nnx.to_flat_state(nnx.state(lm, RandomProjection)))
@@ -153,7 +159,7 @@ def test_param_label_on_real_paths_and_redraw():
   fwd = nnx.jit(lambda m, x: m(x)[0])
   before_w = np.asarray(mixer.projection[...])
   before = fwd(mixer, x)
-  assert model_lib.redraw_projections(lm, jax.random.key(3)) == 1
+  assert random_projection.redraw_projections(lm, jax.random.key(3)) == 1
   assert not np.allclose(mixer.projection[...], before_w)
   after = fwd(mixer, x)
   assert not np.allclose(before, after)

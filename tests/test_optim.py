@@ -7,7 +7,6 @@ import numpy as np
 import optax
 import pytest
 
-from linear_seq import model as model_lib
 from linear_seq import optim
 
 
@@ -43,12 +42,12 @@ class Toy(nnx.Module):
 
 def test_groups_weight_decay_and_ssm_multiplier():
   params = nnx.state(Toy(), nnx.Param)
-  labels = optim.param_labels(params, model_lib.param_label)
+  labels = optim.param_labels(params, optim.param_label)
   flat = {optim.path_names(p): v for p, v in jax.tree_util.tree_flatten_with_path(labels)[0]}
   assert flat == {("dense", "bias"): "no_decay", ("dense", "kernel"): "decay", ("norm", "scale"): "no_decay",
                   ("log_dt",): "ssm"}
   # Zero gradients: the Adam step is 0, so an update is exactly -lr · (wd · p) on 'decay' params only.
-  tx = optim.make_optimizer(train_config(warmup_steps=0), model_lib.param_label)
+  tx = optim.make_optimizer(train_config(warmup_steps=0), optim.param_label)
   zeros = jax.tree.map(jnp.zeros_like, params)
   updates, _ = tx.update(zeros, tx.init(params), params)
   np.testing.assert_allclose(updates["dense"]["kernel"][...], -1e-2 * 0.5 * params["dense"]["kernel"][...],
@@ -57,7 +56,7 @@ def test_groups_weight_decay_and_ssm_multiplier():
     assert not np.any(get(updates, path)[...]), path
   # Unit gradients: Adam's first step is ±1 per entry, times lr (×0.1 for the SSM group).
   ones = jax.tree.map(jnp.ones_like, params)
-  tx = optim.make_optimizer(train_config(warmup_steps=0, weight_decay=0.0, grad_clip=0.0), model_lib.param_label)
+  tx = optim.make_optimizer(train_config(warmup_steps=0, weight_decay=0.0, grad_clip=0.0), optim.param_label)
   updates, _ = tx.update(ones, tx.init(params), params)
   np.testing.assert_allclose(updates["log_dt"][...], -1e-3, rtol=1e-4)
   np.testing.assert_allclose(updates["dense"]["bias"][...], -1e-2, rtol=1e-4)
@@ -80,6 +79,6 @@ def test_clipping_by_global_norm():
 
 def test_bad_values_and_labels():
   with pytest.raises(ValueError, match="learning_rate must be > 0"):
-    optim.make_optimizer(train_config(learning_rate=0.0), model_lib.param_label)
+    optim.make_optimizer(train_config(learning_rate=0.0), optim.param_label)
   with pytest.raises(ValueError, match="returned 'oops'; valid: decay, no_decay, ssm"):
     optim.param_labels({"w": jnp.zeros(1)}, lambda path: "oops")

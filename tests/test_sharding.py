@@ -24,7 +24,7 @@ FOUR_DEVICES = textwrap.dedent("""
     jax.config.update("jax_default_matmul_precision", "highest")
     jax.config.update("jax_compilation_cache_dir", os.environ["JAX_CACHE_DIR"])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-    from linear_seq import config_lib, evaluate, metrics, sharding, train
+    from linear_seq import config_lib, evaluate, metrics, sharding, steps, train, validation
     assert jax.device_count() == 4, jax.devices()
     one_device_workdir, out_dir = sys.argv[1], sys.argv[2]
     config = config_lib.load_config(one_device_workdir)
@@ -34,7 +34,7 @@ FOUR_DEVICES = textwrap.dedent("""
     result["dp"] = losses(os.path.join(out_dir, "dp"))
     sharding.FSDP_MIN_SIZE = 0  # shard every array with a divisible dimension (the tiny model has small ones)
     fsdp = config_lib.apply_overrides(config, {"train.fsdp": True, "train.eval_every": 100})
-    fsdp_state = train.steps.setup(fsdp, train.check_config(fsdp).vocab_size, sharding.make_mesh())[2]
+    fsdp_state = steps.setup(fsdp, validation.check_config(fsdp).vocab_size, sharding.make_mesh())[2]
     result["fsdp_sharded"] = sum(not s.is_fully_replicated for s in jax.tree.leaves(fsdp_state))
     train.train_and_evaluate(fsdp, os.path.join(out_dir, "fsdp"))
     result["fsdp"] = losses(os.path.join(out_dir, "fsdp"))

@@ -2,6 +2,7 @@
 import json
 import os
 import shutil
+import sys
 import types
 
 import jax
@@ -19,6 +20,7 @@ from linear_seq import optim
 from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import train
+from linear_seq import validation
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
 TEXT = ("Now is the winter of our discontent made glorious summer by this sun of York; and all the clouds "
@@ -83,7 +85,7 @@ def test_resume_with_another_model_or_data_is_refused(straight, tmp_path, field,
   workdir, _ = straight
   other = str(tmp_path / "other")
   shutil.copytree(workdir, other)
-  with pytest.raises(train.ConfigError, match=f"different model or data: {message}"):
+  with pytest.raises(validation.ConfigError, match=f"different model or data: {message}"):
     train.train_and_evaluate(mqar(**{field: value}), other)
   assert sorted(os.listdir(os.path.join(other, "checkpoints"))) == ["2", "4"]
 
@@ -93,7 +95,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
   real = optim.make_schedule
   monkeypatch.setattr(optim, "make_schedule",
                       lambda c: (lambda count: jnp.where(count < 2, real(c)(count), jnp.nan)))
-  config = mqar(**{"train.learning_rate": 1.234e-3,  # a fresh optimizer (not memoized) built with the patch
+  config = mqar(**{"train.learning_rate": 1.234e-3,  # (steps are built per run: the optimizer has the patch)
                    "train.num_steps": 6, "train.log_every": 4, "train.eval_every": 100})
   with pytest.raises(FloatingPointError, match=r"non-finite training loss \(nan\) at step 4: training stopped; "
                      r"the last good checkpoint is step 2"):
@@ -110,7 +112,7 @@ def test_nan_gradient_with_finite_loss_stops_before_saving(tmp_path, monkeypatch
     nll = terms["nll"]
     return {**terms, "nll": nll + 0.0 * jnp.sqrt(nll - jax.lax.stop_gradient(nll))}
   monkeypatch.setattr(steps, "loss_terms", poisoned)
-  config = mqar(**{"train.learning_rate": 2.345e-3,  # a fresh optimizer (not memoized): traced with the patch
+  config = mqar(**{"train.learning_rate": 2.345e-3,  # (steps are jitted per run: traced with the patch)
                    "train.checkpoint_every": 1})
   with pytest.raises(FloatingPointError, match=r"non-finite gradient norm \(nan\) at step 1: training stopped; "
                      r"no checkpoint was saved"):
@@ -121,7 +123,7 @@ def test_nan_gradient_with_finite_loss_stops_before_saving(tmp_path, monkeypatch
 def test_evaluation_errors_are_config_errors(tmp_path):
   """An evaluation that cannot run (here: no validation examples) is a ConfigError, which main reports as one
   line; the checkpoint saved just before it stays."""
-  with pytest.raises(train.ConfigError, match="evaluation at step 2 failed: .*validation split needs a positive"):
+  with pytest.raises(validation.ConfigError, match="evaluation at step 2 failed: .*validation split needs a positive"):
     train.train_and_evaluate(mqar(**{"data.num_eval": 0}), str(tmp_path))
   assert os.listdir(tmp_path / "checkpoints") == ["2"]
 
@@ -152,9 +154,16 @@ def test_evaluate_main_initializes_distributed_and_writes_only_on_process_0(tmp_
   assert ("eval_loss" in capsys.readouterr().out) == (process == 0)
 
 
-def test_evaluate_config_override_needs_a_value():
+def test_evaluate_config_overrides_reach_restore(monkeypatch):
+  """main gets the --config.x=v arguments from the flag parser and passes them to restore (no module state)."""
+  calls = []
+  monkeypatch.setattr(evaluate, "restore", lambda *args: calls.append(args) or sys.exit("stop"))
+  monkeypatch.setattr(evaluate, "FLAGS", types.SimpleNamespace(workdir="w", step=3))
+  with pytest.raises(SystemExit, match="stop"):
+    evaluate.main(["evaluate", "--config.eval.seq_len=64", "--config.model.decay=0.5,0.9"])
+  assert calls == [("w", 3, {"eval.seq_len": "64", "model.decay": "0.5,0.9"})]
   with pytest.raises(SystemExit, match="error: write config overrides as --config.eval.seq_len=VALUE"):
-    evaluate._parse_flags(["evaluate", "--config.eval.seq_len"])
+    evaluate.main(["evaluate", "--config.eval.seq_len"])
 
 
 def test_failing_evaluation_keeps_the_checkpoint_of_its_step(tmp_path, monkeypatch):
@@ -172,7 +181,7 @@ def test_failing_evaluation_keeps_the_checkpoint_of_its_step(tmp_path, monkeypat
     ("data.dataset", "wikitext", "unknown dataset 'wikitext'; valid: shakespeare, local_text"),
 ])
 def test_unknown_names_fail_before_training(tmp_path, field, value, message):
-  with pytest.raises(train.ConfigError, match=message):
+  with pytest.raises(validation.ConfigError, match=message):
     train.train_and_evaluate(mqar(**{field: value}), str(tmp_path))
   assert not os.path.exists(tmp_path / "checkpoints")
 
@@ -184,12 +193,12 @@ def test_unknown_names_fail_before_training(tmp_path, field, value, message):
 ])
 def test_bad_values_are_config_errors(tmp_path, field, value, message):
   """ConfigError (which main reports as one line), not a traceback from deep inside setup."""
-  with pytest.raises(train.ConfigError, match=message):
+  with pytest.raises(validation.ConfigError, match=message):
     train.train_and_evaluate(mqar(**{field: value}), str(tmp_path))
 
 
 def test_unknown_feature_map_fails_before_training(tmp_path):
-  with pytest.raises(train.ConfigError, match="unknown feature map 'gauss'; valid: identity"):
+  with pytest.raises(validation.ConfigError, match="unknown feature map 'gauss'; valid: identity"):
     train.train_and_evaluate(mqar(**{"model.mixer": "linear", "model.feature_map": "gauss"}), str(tmp_path))
 
 
@@ -217,7 +226,7 @@ def test_text_round_trip_train_checkpoint_evaluate(tmp_path):
   assert text.startswith("Now") and len(text.encode("utf-8", "replace")) >= 4
   with pytest.raises(checkpoint.CheckpointError, match=r"no checkpoint for step 7 .*available steps: 2"):
     evaluate.evaluate(workdir, step=7)
-  with pytest.raises(train.ConfigError, match="unknown config field 'eval.seqlen'"):
+  with pytest.raises(validation.ConfigError, match="unknown config field 'eval.seqlen'"):
     evaluate.evaluate(workdir, config_overrides={"eval.seqlen": "64"})
 
 

@@ -1,9 +1,9 @@
 """Study 3: how much decay? Retention with fixed gammas (and RetNet's multi-scale default), GLA gate temperatures.
 
-  python -m linear_seq.sweep --config=experiments/decay/config.py --workdir=runs/decay --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/decay/config.py --workdir=runs/decay --parallel=2
 Run time (measured): 10 runs on MQAR's main point, 46 min on one core (~22 min with --parallel=2);
 `:seeds=3` adds 20 runs (44 min measured with --parallel=2): ~67 min for all 30.
-  python -m linear_seq.sweep --config=experiments/decay/config.py:task=lm --workdir=runs/decay_lm --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/decay/config.py:task=lm --workdir=runs/decay_lm --parallel=2
 (the same arms on the Shakespeare LM of the feature-map study, ~35 min).
 Smoke test: :tiny=True (2 points, ~1 min).
 
@@ -17,7 +17,8 @@ import os
 from linear_seq import config_lib
 
 STUDY = "decay"
-_HERE = os.path.dirname(os.path.abspath(__file__))
+# The feature-map study's config holds both tasks' setups (MQAR main point, small Shakespeare LM).
+_FEATURE_MAPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "feature_maps", "config.py")
 OPTIONS = ("task", "tiny", "seeds")
 GAMMAS = (0.5, 0.9, 0.99, 0.999, 0.9999)
 TEMPERATURES = (1.0, 4.0, 16.0, 64.0)
@@ -26,9 +27,8 @@ MULTI_SCALE = "multi-scale"
 
 def get_config(arg: str = ""):
   opts = config_lib.parse_options(arg, OPTIONS)
-  inner = ",".join(f"{k}={v}" for k, v in opts.items() if k in ("task", "tiny"))
-  # The feature-map study's config holds both tasks' setups (MQAR main point, small Shakespeare LM).
-  return config_lib.load_sibling(os.path.join(_HERE, "..", "feature_maps", "config.py"), "config").get_config(inner)
+  task = ",".join(f"{k}={v}" for k, v in opts.items() if k in ("task", "tiny"))
+  return config_lib.load_config(f"{_FEATURE_MAPS}:{task}")
 
 
 def get_sweep(arg: str = ""):

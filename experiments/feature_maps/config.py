@@ -1,7 +1,9 @@
 """Study 2: linear attention's feature map, on MQAR and on the Shakespeare LM.
 
-  python -m linear_seq.sweep --config=experiments/feature_maps/config.py:task=mqar --workdir=runs/fmaps_mqar --parallel=2
-  python -m linear_seq.sweep --config=experiments/feature_maps/config.py:task=lm --workdir=runs/fmaps_lm --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/feature_maps/config.py:task=mqar \
+      --workdir=runs/fmaps_mqar --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/feature_maps/config.py:task=lm \
+      --workdir=runs/fmaps_lm --parallel=2
 Run time (2 cores, measured): task=mqar ≈ 40 min (8 runs; taylor alone ≈ 32 min), task=lm ≈ 52 min (8 runs;
 taylor alone ≈ 50 min beside the other seven's 46 min; `maps=` without taylor: ≈ 25 min).
 Smoke test: :task=mqar,tiny=True (2 points, ~1 min).
@@ -19,13 +21,23 @@ import os
 from linear_seq import config_lib
 
 STUDY = "feature_maps"
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_CONFIGS = os.path.join(_HERE, "..", "..", "configs")
+_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs")
 OPTIONS = ("task", "tiny", "seeds", "maps")
-TASKS = ("mqar", "lm")
 MAPS = ("identity", "relu", "elu1", "exp", "sincos", "taylor", "favor", "rbf")
 SIGNED_MAPS = ("identity", "sincos")  # can go negative: output norm, not the denominator
 TINY_MAPS = ("elu1", "sincos")
+LINEAR = {"model.mixer": "linear", "model.num_features": 64}  # favor / rbf: 64 random features per head
+# task -> (base config in configs/, its overrides, tiny overrides): the MQAR study's main point, or a small LM.
+TASKS = {
+    "mqar": ("mqar.py", {"eval.batch_size": 250}, {}),  # as experiments/mqar: 1000 examples in 4 batches
+    "lm": ("default.py", {
+        "model.d_model": 128, "model.num_layers": 2, "model.num_heads": 4,
+        "data.seq_len": 256, "data.batch_size": 16,
+        "train.num_steps": 1000, "train.warmup_steps": 100, "train.eval_every": 500, "train.checkpoint_every": 500,
+        "eval.batch_size": 16, "eval.max_batches": 50,
+        "model.conv_width": 4,  # as on MQAR: without it linear attention cannot tell which byte came last
+    }, {"model.conv_width": 4}),
+}
 
 
 def _opts(arg: str) -> dict:
@@ -37,21 +49,11 @@ def _opts(arg: str) -> dict:
 
 def get_config(arg: str = ""):
   opts = _opts(arg)
-  tiny = ",tiny=True" if opts.get("tiny") else ""
-  if opts.get("task", "mqar") == "mqar":
-    c = config_lib.load_sibling(os.path.join(_HERE, "..", "mqar", "config.py"), "config").get_config(tiny[1:])
-  else:
-    c = config_lib.load_sibling(os.path.join(_CONFIGS, "default.py"), "default").get_config(tiny[1:])
-    if not opts.get("tiny"):
-      c.model.d_model, c.model.num_layers, c.model.num_heads = 128, 2, 4
-      c.data.seq_len, c.data.batch_size = 256, 16
-      c.train.num_steps, c.train.warmup_steps = 1000, 100
-      c.train.eval_every = c.train.checkpoint_every = 500
-      c.eval.batch_size, c.eval.max_batches = 16, 50
-    c.model.conv_width = 4  # as on MQAR: without it linear attention cannot tell which byte came last
-  c.model.mixer = "linear"
-  c.model.num_features = 64  # favor / rbf random features per head
-  return c
+  base, overrides, tiny_overrides = TASKS[opts.get("task", "mqar")]
+  path = os.path.join(_CONFIGS, base)
+  if opts.get("tiny"):
+    return config_lib.apply_overrides(config_lib.load_config(f"{path}:tiny=True"), {**tiny_overrides, **LINEAR})
+  return config_lib.apply_overrides(config_lib.load_config(path), {**overrides, **LINEAR})
 
 
 def get_sweep(arg: str = ""):

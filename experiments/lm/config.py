@@ -1,6 +1,6 @@
 """Study 4: language modelling on Shakespeare: the five mixers at (nearly) equal parameter count, same tokens.
 
-  python -m linear_seq.sweep --config=experiments/lm/config.py --workdir=runs/lm --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/lm/config.py --workdir=runs/lm --parallel=2
 Run time (2 cores): ~40 min for the 7 runs of 1200 steps, two side by side, single-threaded: S4's point
 (32 min: on packed rows it runs the exact scan with resets) starts first and the other six (6-9 min each,
 measured) run one after another beside it. (Measured: 45 min for the first six in the old order, S4 fifth.)
@@ -8,67 +8,42 @@ Smoke test: :tiny=True (2 points, ~1 min).
 
 Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
 (the same token budget for every mixer), lr 3e-3. The width of each mixer is chosen from WIDTHS so that
-its parameter count is nearest softmax's at width 128 (GLA's gate projections and retention's output gate
-add parameters); the table lists the resulting params. Evaluation also writes the loss per position in the
-context (position_loss.json, for "how much does a longer context help") and the decode time per token
-after a full context (decode.json, `python -m linear_seq.speed --decode_workdir=SUB`).
+its parameter count is nearest softmax's at width 128 (studies/params.py; GLA's gate projections and
+retention's output gate add parameters); the table lists the resulting params. Evaluation also writes the
+loss per position in the context (position_loss.json, for "how much does a longer context help") and the
+decode time per token after a full context (decode.json, `python -m linear_seq.studies.speed
+--decode_workdir=SUB`).
 A sixth arm runs linear attention with the short causal conv (width 4): without decay, positions or a conv,
 linear attention sees its prefix as an unordered (normalized) sum, so it cannot tell which byte came last.
 A seventh runs retention with RoPE on q and k (RetNet's xPos rotation, without its scaling): the fixed
 multi-scale decays alone (γ ≥ 0.97) barely tell the last byte from the ones before it.
 Options: tiny=True, seeds=N, mixers=softmax+gla.
 """
-import functools
 import os
 
 from linear_seq import config_lib
+from linear_seq.studies import params
 
 STUDY = "lm"
-_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs")
+_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "default.py")
 OPTIONS = ("tiny", "seeds", "mixers")
 MIXERS = ("softmax", "linear", "retention", "gla", "s4")
 REFERENCE = ("softmax", 128)  # the parameter budget: softmax at width 128
 WIDTHS = tuple(range(96, 161, 8))  # candidate widths (multiples of 8: 4 heads of even size for RoPE)
 TINY_MIXERS = ("softmax", "gla")
 CONV_WIDTH = 4  # the extra linear-attention arm's short causal conv (0.3% more parameters)
+# configs/default.py with the study's budget: 1200 steps for every mixer, the whole validation split.
+OVERRIDES = {
+    "train.num_steps": 1200, "train.warmup_steps": 100,
+    "train.log_every": 50, "train.eval_every": 300, "train.checkpoint_every": 300,
+    "eval.batch_size": 32, "eval.max_batches": 0,
+}
 
 
 def get_config(arg: str = ""):
-  opts = config_lib.parse_options(arg, OPTIONS)
-  c = config_lib.load_sibling(os.path.join(_CONFIGS, "default.py"), "default").get_config(
-      "tiny=True" if opts.get("tiny") else "")
-  if not opts.get("tiny"):
-    c.train.num_steps, c.train.warmup_steps = 1200, 100
-    c.train.log_every, c.train.eval_every, c.train.checkpoint_every = 50, 300, 300
-    c.eval.batch_size, c.eval.max_batches = 32, 0
-  return c
-
-
-@functools.lru_cache(maxsize=None)
-def _vocab_size(arg: str = "") -> int:
-  """The dataset's vocabulary (read once: each read logs the TFDS dataset info)."""
-  from linear_seq import data  # pylint: disable=g-import-not-at-top
-
-  return data.dataset_info(get_config(arg).data).vocab_size
-
-
-@functools.lru_cache(maxsize=None)
-def num_params(mixer: str, d_model: int, arg: str = "") -> int:
-  """Parameter count of the LM with this mixer and width (abstract init: no compute)."""
-  import jax  # pylint: disable=g-import-not-at-top  (only the sweep process needs it)
-  from flax import nnx  # pylint: disable=g-import-not-at-top
-  from linear_seq import model as model_lib  # pylint: disable=g-import-not-at-top
-
-  c = config_lib.apply_overrides(get_config(arg), {"model.mixer": mixer, "model.d_model": d_model})
-  cfg = model_lib.ModelConfig.from_config(c.model, vocab_size=_vocab_size(arg))
-  lm = nnx.eval_shape(lambda: model_lib.LM(cfg, rngs=nnx.Rngs(0)))
-  return sum(x.size for x in jax.tree.leaves(nnx.state(lm, nnx.Param)))
-
-
-def matched_width(mixer: str, arg: str = "") -> int:
-  """The width in WIDTHS whose parameter count is nearest the reference's."""
-  target = num_params(*REFERENCE, arg)
-  return min(WIDTHS, key=lambda w: (abs(num_params(mixer, w, arg) - target), abs(w - REFERENCE[1])))
+  if config_lib.parse_options(arg, OPTIONS).get("tiny"):
+    return config_lib.load_config(f"{_DEFAULT}:tiny=True")
+  return config_lib.apply_overrides(config_lib.load_config(_DEFAULT), OVERRIDES)
 
 
 def label(row: dict) -> str:
@@ -89,7 +64,7 @@ def get_sweep(arg: str = ""):
     raise ValueError(f"unknown mixer(s) {unknown}; valid: {', '.join(MIXERS)}")
   seeds = range(int(opts.get("seeds", 1)))
   mixers = sorted(mixers, key=lambda m: m != "s4")  # the slowest first (packed rows: its exact reset scan)
-  widths = {m: matched_width(m, arg) for m in mixers}
+  widths = params.matched_widths(get_config(arg), mixers, WIDTHS, REFERENCE)
   arms = [{"model.mixer": m, "model.d_model": widths[m]} for m in mixers]
   if "linear" in widths:  # the same linear attention with a short conv: its only handle on token order
     arms.append({"model.mixer": "linear", "model.conv_width": CONV_WIDTH, "model.d_model": widths["linear"]})
@@ -106,7 +81,7 @@ def get_eval_args(arg: str = ""):
 
 def get_extra_commands(arg: str = ""):
   steps = 4 if config_lib.parse_options(arg, OPTIONS).get("tiny") else 32
-  return [(["-m", "linear_seq.speed", "--decode_workdir={workdir}", f"--decode_steps={steps}"], "decode.json")]
+  return [(["-m", "linear_seq.studies.speed", "--decode_workdir={workdir}", f"--decode_steps={steps}"], "decode.json")]
 
 
 def get_plots(arg: str = ""):

@@ -1,7 +1,7 @@
 """Study 1: multi-query associative recall (Zoology MQAR) across the mixers, widths and state sizes.
 
 Main grid (24 runs) and follow-up (12 runs, chosen from the main grid's results) in one command:
-  python -m linear_seq.sweep --config=experiments/mqar/config.py:followup=True --workdir=runs/mqar --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:followup=True --workdir=runs/mqar --parallel=2
 Without `:followup=True` only the main grid runs. Smoke test (2 points, ~1 min): :tiny=True.
 Follow-up: at the largest width and each arm's best learning rate, the harder point (T, kv) = (128, 8) and
 the ablation without the short convolution.
@@ -19,7 +19,7 @@ import os
 from linear_seq import config_lib
 
 STUDY = "mqar"
-_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs")
+_MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "mqar.py")
 OPTIONS = ("tiny", "followup", "seeds", "arms", "best_seeds")
 
 # Arms: label -> overrides. Linear attention runs with two feature maps (elu1: the classic; relu).
@@ -38,13 +38,11 @@ TINY_ARMS = ("softmax", "gla")
 
 
 def get_config(arg: str = ""):
-  """configs/mqar.py's setup (vocab 1024, T=64, 4 kv pairs, batch 64, 2 layers, no MLP, conv 4, 1500 steps)."""
-  opts = config_lib.parse_options(arg, OPTIONS)
-  c = config_lib.load_sibling(os.path.join(_CONFIGS, "mqar.py"), "mqar").get_config(
-      "tiny=True" if opts.get("tiny") else "")
-  c.model.num_heads = 2
-  c.eval.batch_size = 8 if opts.get("tiny") else 250  # 1000 validation examples in 4 batches
-  return c
+  """configs/mqar.py's setup (vocab 1024, T=64, 4 kv pairs, batch 64, 2 layers, 2 heads, no MLP, conv 4, 1500
+  steps), evaluated in 4 batches of 250 (tiny: its own tiny setup)."""
+  if config_lib.parse_options(arg, OPTIONS).get("tiny"):
+    return config_lib.load_config(f"{_MQAR}:tiny=True")
+  return config_lib.apply_overrides(config_lib.load_config(_MQAR), {"eval.batch_size": 250})
 
 
 def arm_of(row: dict) -> str:

@@ -10,7 +10,7 @@ from linear_seq.mixers import random_projection as rp
 from linear_seq.mixers import modes, segments
 from linear_seq.mixers.head_norm import HeadNorm
 from linear_seq.mixers.heads import project_heads
-from linear_seq.ops._checks import check_choice
+from linear_seq.checks import check_choice
 
 RANDOM_FEATURE_MAPS = ("favor", "rbf")
 # Maps whose kernel φ(q)·φ(k) can be negative or zero-sum: the D⁻¹ denominator is unsafe for them.

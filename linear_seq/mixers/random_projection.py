@@ -22,3 +22,12 @@ def redraw(var: RandomProjection, key: jax.Array) -> None:
   """Replaces the projection in place with a fresh draw of the same shape."""
   K, m = var[...].shape
   var[...] = draw(key, K, m).astype(var[...].dtype)
+
+
+def redraw_projections(module: nnx.Module, key: jax.Array) -> int:
+  """Redraws every RandomProjection in `module` (e.g. the LM) in place, the i-th from fold_in(key, i);
+  returns how many."""
+  variables = [v for _, v in nnx.iter_graph(module) if isinstance(v, RandomProjection)]
+  for i, var in enumerate(variables):
+    redraw(var, jax.random.fold_in(key, i))
+  return len(variables)

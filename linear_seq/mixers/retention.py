@@ -10,7 +10,7 @@ from linear_seq.mixers import modes, segments
 from linear_seq.mixers.head_norm import HeadNorm
 from linear_seq.mixers.heads import project_heads
 from linear_seq.mixers.rope import rope
-from linear_seq.ops._checks import check_choice
+from linear_seq.checks import check_choice
 
 POS_ENCODINGS = ("none", "rope")
 

@@ -7,7 +7,7 @@ from flax import nnx
 
 from linear_seq import ops
 from linear_seq.mixers import modes, segments
-from linear_seq.ops._checks import check_choice
+from linear_seq.checks import check_choice
 
 S4_INITS = ("lin", "inv")
 

@@ -6,7 +6,7 @@ from flax import nnx
 from linear_seq import ops
 from linear_seq.mixers import segments
 from linear_seq.mixers.rope import rope
-from linear_seq.ops._checks import check_choice, is_concrete
+from linear_seq.checks import check_choice, if_concrete
 
 POS_ENCODINGS = ("none", "learned", "rope")
 
@@ -62,10 +62,10 @@ class SoftmaxAttention(nnx.Module):
     if state is None:
       state = self.init_state(B, T)
     L = state["k"].shape[1]
-    if is_concrete(state["index"]) and int(state["index"]) + T > L:
-      raise ValueError(f"the KV cache holds {L} slots but index {int(state['index'])} + {T} tokens are needed; "
-                       f"start from init_state(batch_size, max_len) with max_len >= {int(state['index']) + T} "
-                       "(a call without a state returns a cache of exactly T slots)")
+    if_concrete(state["index"], lambda i: int(i) + T <= L,
+                lambda i: f"the KV cache holds {L} slots but index {int(i)} + {T} tokens are needed; start from "
+                f"init_state(batch_size, max_len) with max_len >= {int(i) + T} (a call without a state returns "
+                "a cache of exactly T slots)")
     pos_BT = segments.positions(segment_ids, state["pos"], T)
     doc_BT = (jnp.zeros((B, T), jnp.int32) if segment_ids is None
               else segments.document_index(segment_ids))

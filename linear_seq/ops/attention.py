@@ -3,7 +3,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from linear_seq.ops._checks import check_shape
+from linear_seq.checks import check_shape
 
 _LEGEND = "(q [B,Tq,H,K], k [B,Tk,H,K], v [B,Tk,H,V])"
 

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from linear_seq.ops._checks import check_choice, check_shape, is_concrete
+from linear_seq.checks import check_choice, check_shape, if_concrete, is_concrete
 
 DISCRETIZE_METHODS = ("zoh", "bilinear")
 DIAGONALIZE_MAX_COND = 1e4  # largest accepted 2-norm condition number of the eigenvector matrix P
@@ -57,10 +57,8 @@ def phi1(z):
 
 
 def _check_dt_positive(dt) -> None:
-  if is_concrete(dt):
-    d = np.asarray(dt)
-    if np.iscomplexobj(d) or not np.all(d > 0):
-      raise ValueError(f"dt must be real and > 0, got {d if d.size <= 8 else f'an array with min {d.min()}'}")
+  if_concrete(dt, lambda d: not np.iscomplexobj(d) and np.all(d > 0),
+              lambda d: f"dt must be real and > 0, got {d if d.size <= 8 else f'an array with min {d.min()}'}")
 
 
 def discretize_diagonal(lam, B, dt, method: str = "zoh"):

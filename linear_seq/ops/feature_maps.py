@@ -30,7 +30,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from linear_seq.ops._checks import check_choice, check_positive_int, check_shape
+from linear_seq.checks import check_choice, check_positive_int, check_shape
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,10 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from linear_seq.ops._checks import check_shape, is_concrete
+from linear_seq.checks import check_shape, if_concrete
 from linear_seq.ops.feature_maps import feature_map as _get_feature_map
 from linear_seq.ops.feature_maps import positive_kernel_maps
-from linear_seq.ops.recurrence import linear_recurrence
+from linear_seq.ops.recurrence import unchecked_linear_recurrence
 
 _LEGEND = "(q [B,T,H,K], k [B,T,H,K], v [B,T,H,V])"
 
@@ -135,9 +135,8 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
   full_reset_BTH = jnp.zeros((B, T, H), bool)
   if log_decay is not None:
     _check_log_decay(log_decay, B, T, H, Kf)
-    if is_concrete(log_decay) and not np.all(np.asarray(log_decay, np.float32) <= 0):  # NaN fails
-      raise ValueError("log_decay must be <= 0 everywhere (decay α = exp(log_decay) in [0, 1]; "
-                       "-inf resets)")
+    if_concrete(log_decay, lambda a: np.all(a <= 0),  # NaN fails
+                "log_decay must be <= 0 everywhere (decay α = exp(log_decay) in [0, 1]; -inf resets)")
     decay = jnp.asarray(log_decay, jnp.float32)
     full_reset_BTH = jnp.all(jnp.broadcast_to(_broadcast_decay(decay), (B, T, H, Kf)) == -jnp.inf,
                              axis=-1)
@@ -161,8 +160,8 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
   if not normalize:
     if initial_state is not None:
       check_shape("initial_state", initial_state, (B, H, Kf, V), "S [B,H,K',V] (normalize=False)")
-    o, S = linear_recurrence(phi_q, phi_k, v32, decay, scale=scale,
-                             initial_state=initial_state, mode=mode, chunk_size=chunk_size)
+    o, S = unchecked_linear_recurrence(phi_q, phi_k, v32, decay, scale=scale, initial_state=initial_state,
+                                       mode=mode, chunk_size=chunk_size)
     return o.astype(v.dtype), S
 
   S0 = None
@@ -175,8 +174,8 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
     S0 = jnp.concatenate([jnp.asarray(initial_state[0], jnp.float32),
                           jnp.asarray(initial_state[1], jnp.float32)[..., None]], axis=-1)
   v1 = jnp.concatenate([v32, jnp.ones((B, T, H, 1), jnp.float32)], axis=-1)
-  o1, S1 = linear_recurrence(phi_q, phi_k, v1, decay, scale=1.0, initial_state=S0, mode=mode,
-                             chunk_size=chunk_size)
+  o1, S1 = unchecked_linear_recurrence(phi_q, phi_k, v1, decay, scale=1.0, initial_state=S0, mode=mode,
+                                       chunk_size=chunk_size)
   o = o1[..., :V] / (o1[..., V:] + eps)
   if stabilize:
     S1 = S1 * jnp.exp(m_BTH[:, -1])[:, :, None, None]  # back to frame 0
@@ -199,13 +198,11 @@ def retention(q, k, v, gamma, *, scale: float | None = None, initial_state=None,
   """
   _, _, H, _ = _check_qkv(q, k, v)
   check_shape("gamma", gamma, (H,), "(one decay per head)")
-  if is_concrete(gamma):
-    g = np.asarray(gamma, np.float64)
-    if not np.all((g > 0) & (g < 1)):
-      raise ValueError(f"gamma must lie in (0, 1) for every head, got {g.tolist()}")
+  if_concrete(gamma, lambda g: np.all((g > 0) & (g < 1)),
+              lambda g: f"gamma must lie in (0, 1) for every head, got {g.astype(np.float64).tolist()}")
   log_decay = jnp.log(jnp.asarray(gamma, jnp.float32))
-  return linear_recurrence(q, k, v, log_decay, scale=scale, initial_state=initial_state,
-                           mode=mode, chunk_size=chunk_size)
+  return unchecked_linear_recurrence(q, k, v, log_decay, scale=scale, initial_state=initial_state,
+                                     mode=mode, chunk_size=chunk_size)
 
 
 def gated_linear_attention(q, k, v, log_forget, *, scale: float | None = None,
@@ -220,7 +217,7 @@ def gated_linear_attention(q, k, v, log_forget, *, scale: float | None = None,
   if shape not in ((B, T, H, K), (B, T, H)):
     raise ValueError(f"log_forget has shape {list(shape)}, expected [B,T,H,K] = {[B, T, H, K]} "
                      f"or [B,T,H] = {[B, T, H]}")
-  if is_concrete(log_forget) and not np.all(np.asarray(log_forget, np.float32) <= 0):
-    raise ValueError("log_forget must be <= 0 everywhere (a forget gate in [0, 1]; -inf resets)")
-  return linear_recurrence(q, k, v, log_forget, scale=scale, initial_state=initial_state,
-                           mode=mode, chunk_size=chunk_size)
+  if_concrete(log_forget, lambda a: np.all(a <= 0),
+              "log_forget must be <= 0 everywhere (a forget gate in [0, 1]; -inf resets)")
+  return unchecked_linear_recurrence(q, k, v, log_forget, scale=scale, initial_state=initial_state,
+                                     mode=mode, chunk_size=chunk_size)

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from linear_seq.ops import _checks
+from linear_seq import checks
 from linear_seq.ops import chunk as chunk_lib
 from linear_seq.ops import parallel as parallel_lib
 
@@ -28,7 +28,7 @@ LOG_DECAY_FLOOR = -1e4
 
 
 def _gate(log_decay, B: int, T: int, H: int, K: int, dtype=jnp.float32):
-  """Validates log_decay; returns g [B,T,H,1] (fixed or scalar) or [B,T,H,K] in dtype, or None."""
+  """Checks log_decay's shape; returns g [B,T,H,1] (fixed or scalar) or [B,T,H,K] in dtype, or None."""
   if log_decay is None:
     return None
   shape = tuple(np.shape(log_decay))
@@ -36,13 +36,6 @@ def _gate(log_decay, B: int, T: int, H: int, K: int, dtype=jnp.float32):
     raise ValueError(
         f"log_decay has shape {list(shape)}, expected [H]=[{H}] (fixed per head), "
         f"[B, T, H]=[{B}, {T}, {H}] (scalar gate) or [B, T, H, K]=[{B}, {T}, {H}, {K}] (vector gate)")
-  if _checks.is_concrete(log_decay):
-    arr = np.asarray(log_decay, np.float32)
-    if np.any(np.isnan(arr)):
-      raise ValueError("log_decay contains NaN; expected log α ≤ 0 (−inf for a reset)")
-    if np.any(arr > 0):
-      raise ValueError(f"log_decay must be ≤ 0 (decay α = exp(log_decay) in [0, 1]); "
-                       f"max is {float(arr.max())}")
   g = jnp.maximum(jnp.asarray(log_decay).astype(dtype), LOG_DECAY_FLOOR)
   if g.ndim == 1:
     g = jnp.broadcast_to(g[None, None, :, None], (B, T, H, 1))
@@ -52,16 +45,16 @@ def _gate(log_decay, B: int, T: int, H: int, K: int, dtype=jnp.float32):
 
 
 def _validate(q, k, v, initial_state, mode, chunk_size):
-  _checks.check_choice("mode", mode, MODES)
-  _checks.check_positive_int("chunk_size", chunk_size)
+  checks.check_choice("mode", mode, MODES)
+  checks.check_positive_int("chunk_size", chunk_size)
   if np.ndim(q) != 4:
     raise ValueError(f"q has shape {list(np.shape(q))}, expected 4 dims [B, T, H, K]")
   B, T, H, K = np.shape(q)
-  _checks.check_shape("k", k, (B, T, H, K), "[B, T, H, K] (same as q)")
-  _checks.check_shape("v", v, (B, T, H, None), "[B, T, H, V] (B, T, H as q)")
+  checks.check_shape("k", k, (B, T, H, K), "[B, T, H, K] (same as q)")
+  checks.check_shape("v", v, (B, T, H, None), "[B, T, H, V] (B, T, H as q)")
   V = np.shape(v)[-1]
   if initial_state is not None:
-    _checks.check_shape("initial_state", initial_state, (B, H, K, V), "[B, H, K, V]")
+    checks.check_shape("initial_state", initial_state, (B, H, K, V), "[B, H, K, V]")
   return B, T, H, K, V
 
 
@@ -84,6 +77,22 @@ def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
     States and cumulative log decays are accumulated in float32 whatever the input dtype
     (float64 inputs under jax_enable_x64 stay float64, for references).
   """
+  if log_decay is not None:
+    checks.if_concrete(log_decay, lambda a: np.all(a <= 0), _log_decay_message)  # NaN fails too
+  return unchecked_linear_recurrence(q, k, v, log_decay, scale=scale, initial_state=initial_state, mode=mode,
+                                     chunk_size=chunk_size)
+
+
+def _log_decay_message(a: np.ndarray) -> str:
+  if np.any(np.isnan(a)):
+    return "log_decay contains NaN; expected log α ≤ 0 (−inf for a reset)"
+  return f"log_decay must be ≤ 0 (decay α = exp(log_decay) in [0, 1]); max is {float(a.max())}"
+
+
+def unchecked_linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
+                                initial_state=None, mode: str = "chunk", chunk_size: int = 64):
+  """linear_recurrence without the check of log_decay's values (shapes are still checked), for the wrappers
+  in linear_attention.py, which check their own decays once, with their own names."""
   B, T, H, K, V = _validate(q, k, v, initial_state, mode, chunk_size)
   out_dtype = jnp.result_type(q, k, v)
   acc = jnp.promote_types(out_dtype, jnp.float32)   # float32, or float64 under x64 in tests

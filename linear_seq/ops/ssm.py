@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from linear_seq.ops._checks import check_choice, check_positive_int, check_shape
+from linear_seq.checks import check_choice, check_positive_int, check_shape
 
 SSM_MODES = ("fft", "scan", "assoc")
 _SCAN_CHUNK = 64  # steps per rematerialized chunk of the scan form
@@ -252,6 +252,16 @@ def _assoc_combine_dense(e1, e2):
 # ----------------------------------------------------------------------------------------------
 # The general system.
 
+def _check_input(u, mode: str, channels: str) -> tuple[int, int, int]:
+  """Checks mode and u [B, T, channels] with T >= 1; returns u's shape."""
+  check_choice("ssm mode", mode, SSM_MODES)
+  if np.ndim(u) != 3:
+    raise ValueError(f"u has shape {list(np.shape(u))}, expected [B, T, {channels}]")
+  if np.shape(u)[1] < 1:
+    raise ValueError(f"u has shape {list(np.shape(u))}: expected at least one time step")
+  return np.shape(u)
+
+
 def ssm(u, Ab, Bb, C, D, *, mode: str = "fft", initial_state=None):
   """Runs x_t = Ab x_{t-1} + Bb u_t, y_t = Re(C x_t) + D u_t over u (seed eq. 14-15, 19-20).
 
@@ -259,12 +269,7 @@ def ssm(u, Ab, Bb, C, D, *, mode: str = "fft", initial_state=None):
   initial_state [B,N] or None (zeros). mode: 'fft' | 'scan' | 'assoc'.
   Returns (y [B,T,Q] in u's dtype, x_T [B,N] float32, complex64 when Ab, Bb or the state is complex).
   """
-  check_choice("ssm mode", mode, SSM_MODES)
-  if np.ndim(u) != 3:
-    raise ValueError(f"u has shape {list(np.shape(u))}, expected [B, T, P]")
-  Bsz, T, P = np.shape(u)
-  if T < 1:
-    raise ValueError(f"u has shape {list(np.shape(u))}: expected at least one time step")
+  Bsz, T, P = _check_input(u, mode, "P")
   N, P, Q, diagonal = _check_system(Ab, Bb, C, P)
   check_shape("D", D, (Q, P), f"([Q, P] with Q={Q} from C, P={P} from u)")
   if jnp.iscomplexobj(D):
@@ -344,12 +349,7 @@ def ssm_diag_channels(u, Ab, Bb, C, D, *, mode: str = "fft", initial_state=None,
   Returns (y [B,T,H] in u's dtype, x_T [B,H,N] float32 or complex64).
   Equals jax.vmap of `ssm` over h with Ab[h] [N], Bb[h][:, None], C[h][None], D[h][None, None].
   """
-  check_choice("ssm mode", mode, SSM_MODES)
-  if np.ndim(u) != 3:
-    raise ValueError(f"u has shape {list(np.shape(u))}, expected [B, T, H]")
-  Bsz, T, H = np.shape(u)
-  if T < 1:
-    raise ValueError(f"u has shape {list(np.shape(u))}: expected at least one time step")
+  Bsz, T, H = _check_input(u, mode, "H")
   if np.ndim(Ab) != 2 or np.shape(Ab)[0] != H:
     raise ValueError(f"Ab has shape {list(np.shape(Ab))}, expected [H, N] with H={H} from u")
   N = np.shape(Ab)[1]

@@ -1,8 +1,8 @@
 """Benchmark of the mixer ops: forward and forward+backward time, memory, and the target ratios.
 
-  python -m linear_seq.bench                                   # full run, ≈10 min on 2 CPU cores
-  python -m linear_seq.bench --T=512,2048 --forms=softmax,chunk --repeats=3
-  python -m linear_seq.bench --json=bench.json --markdown      # results file + README table
+  python -m linear_seq.studies.bench                                   # full run, ≈10 min on 2 CPU cores
+  python -m linear_seq.studies.bench --T=512,2048 --forms=softmax,chunk --repeats=3
+  python -m linear_seq.studies.bench --json=bench.json --markdown      # results file + README table
 
 Every case is jitted twice: the forward (the output only) and the forward+backward (the gradients
 of Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb,
@@ -13,9 +13,7 @@ a time budget so slow forms (recurrent at T=8192) get fewer. Reported: median an
 repeats, tokens/s of the forward+backward, XLA's compiled memory (temp + arguments + outputs) and,
 where the device reports it, the running peak of device memory.
 """
-import argparse
 import dataclasses
-import importlib.metadata
 import json
 import math
 import os
@@ -23,12 +21,15 @@ import platform
 import statistics
 import sys
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
+from absl import app
+from absl import flags
 import jax
 import jax.numpy as jnp
 
 from linear_seq import ops
+from linear_seq.studies import common
 
 GiB = 2.0 ** 30
 
@@ -92,7 +93,7 @@ def _seq_case(form: str, T: int, a, key) -> Case:
   if quad:  # the T×T (×K) intermediates of the forward, kept for the backward: ≈ 3 such arrays
     need = 3 * B * H * T * T * (K if "K" in quad else 1) * 4
     if need > a.max_gib * GiB:
-      case.skip = f"skipped ({quad} memory: ~{_fmt_gib(need)} > --max-gib={a.max_gib:g})"
+      case.skip = f"skipped ({quad} memory: ~{_fmt_gib(need)} > --max_gib={a.max_gib:g})"
       return case
   kq, kk, kv, kg = jax.random.split(key, 4)
   q = jax.random.normal(kq, (B, T, H, K), jnp.float32)
@@ -150,13 +151,6 @@ def _fwd_bwd(case: Case) -> Callable:
   return jax.grad(loss, argnums=case.diff)
 
 
-def _memory(compiled) -> int | None:
-  stats = compiled.memory_analysis()
-  if stats is None:
-    return None
-  return int(stats.temp_size_in_bytes + stats.argument_size_in_bytes + stats.output_size_in_bytes)
-
-
 def _device_peak() -> int | None:
   stats = jax.devices()[0].memory_stats() or {}
   return stats.get("peak_bytes_in_use")
@@ -164,14 +158,6 @@ def _device_peak() -> int | None:
 
 def log(msg: str) -> None:
   print(msg, file=sys.stderr, flush=True)
-
-
-def _call(compiled, args) -> tuple[float, float]:
-  """(wall, process CPU) seconds of one call; CPU time sums XLA's threads and is less sensitive
-  than wall time to other processes competing for the cores."""
-  t0, c0 = time.perf_counter(), time.process_time()
-  jax.block_until_ready(compiled(*args))
-  return time.perf_counter() - t0, time.process_time() - c0
 
 
 def run_group(cases: list[Case], repeats: int, budget_s: float, max_gib: float) -> None:
@@ -185,10 +171,10 @@ def run_group(cases: list[Case], repeats: int, budget_s: float, max_gib: float) 
         t0 = time.perf_counter()
         compiled = jax.jit(f).lower(*case.args).compile()
         case.result[f"{kind}_compile_s"] = time.perf_counter() - t0
-        mem = case.result[f"{kind}_bytes"] = _memory(compiled)
+        mem = case.result[f"{kind}_bytes"] = common.compiled_memory(compiled)
         if mem is not None and mem > max_gib * GiB:
-          raise MemoryError(f"compiled {kind} needs {_fmt_gib(mem)} > --max-gib={max_gib:g}")
-        warm, _ = _call(compiled, case.args)
+          raise MemoryError(f"compiled {kind} needs {_fmt_gib(mem)} > --max_gib={max_gib:g}")
+        _, warm, _ = common.timed(compiled, *case.args)
         n = max(1, min(repeats, int(budget_s / max(warm, 1e-9))))
         jobs.append((case, kind, compiled, n))
         case.result[f"{kind}_s"], case.result[f"{kind}_cpu_s"] = [], []
@@ -204,7 +190,7 @@ def run_group(cases: list[Case], repeats: int, budget_s: float, max_gib: float) 
   for r in range(max((j[3] for j in jobs), default=0)):
     for case, kind, compiled, n in jobs:
       if r < n:
-        wall, cpu = _call(compiled, case.args)
+        _, wall, cpu = common.timed(compiled, *case.args)  # CPU time: less sensitive to load
         case.result[f"{kind}_s"].append(wall)
         case.result[f"{kind}_cpu_s"].append(cpu)
 
@@ -281,23 +267,18 @@ def format_text(rows: list[list[str]]) -> str:
 
 
 def format_markdown(rows: list[list[str]]) -> str:
-  lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-  return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+  return "\n".join(common.md_table(HEADER, rows))
 
 
 def format_ratios(ratios: list[dict], markdown: bool = False) -> str:
-  lines = ["| ratio (fwd+bwd) | T | medians | mins | CPU time | target | status |",
-           "|---|---|---|---|---|---|---|"] if markdown else []
   x = lambda v: "-" if v is None else f"{v:.2f}×"
-  for r in ratios:
-    meas, mins, cpu = x(r["ratio"]), x(r["ratio_min"]), x(r["ratio_cpu"])
-    if markdown:
-      lines.append(f"| {r['name']} | {r['T']} | {meas} | {mins} | {cpu} | {r['target']} "
-                   f"| {r['status']} |")
-    else:
-      lines.append(f"{r['name']:<41} T={r['T']:<5} {meas:>8} (mins {mins:>8}, CPU time {cpu:>8})"
-                   f"  target {r['target']:<6} {r['status']}")
-  return "\n".join(lines)
+  if markdown:
+    return "\n".join(common.md_table(
+        ["ratio (fwd+bwd)", "T", "medians", "mins", "CPU time", "target", "status"],
+        [[r["name"], r["T"], x(r["ratio"]), x(r["ratio_min"]), x(r["ratio_cpu"]), r["target"], r["status"]]
+         for r in ratios]))
+  return "\n".join(f"{r['name']:<41} T={r['T']:<5} {x(r['ratio']):>8} (mins {x(r['ratio_min']):>8}, "
+                   f"CPU time {x(r['ratio_cpu']):>8})  target {r['target']:<6} {r['status']}" for r in ratios)
 
 
 def environment() -> dict:
@@ -305,68 +286,71 @@ def environment() -> dict:
   return {
       "device": f"{dev.platform}: {dev.device_kind} x{jax.device_count()}",
       "host": f"{platform.machine()}, {os.cpu_count()} cpus",
-      "jax": jax.__version__, "jaxlib": importlib.metadata.version("jaxlib"),
-      "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+      **common.versions(("jax", "jaxlib")),
+      "XLA_FLAGS": common.xla_flags(),
       "matmul_precision": str(jax.config.jax_default_matmul_precision),
-      "load_avg_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+      "load_avg_at_start": common.load_average(),
       "date": time.strftime("%Y-%m-%d %H:%M:%S"),
   }
 
 
-def _int_list(s: str) -> list[int]:
-  try:
-    vals = [int(x) for x in s.split(",") if x.strip()]
-  except ValueError:
-    vals = []
-  if not vals or min(vals) <= 0:
-    raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {s!r}")
-  return vals
+class _PositiveInts(flags.ArgumentParser):
+  """'512,2048' -> [512, 2048]."""
+
+  def parse(self, argument):
+    if isinstance(argument, list):
+      return argument
+    try:
+      vals = [int(x) for x in argument.split(",") if x.strip()]
+    except ValueError:
+      vals = []
+    if not vals or min(vals) <= 0:
+      raise ValueError(f"expected comma-separated positive integers, got {argument!r}")
+    return vals
+
+  def flag_type(self):
+    return "list of positive ints"
 
 
-def _forms(s: str) -> list[str]:
-  names = [x.strip() for x in s.split(",") if x.strip()]
-  bad = [n for n in names if n not in FORMS]
-  if bad or not names:
-    raise argparse.ArgumentTypeError(
-        f"unknown form(s) {', '.join(bad) or repr(s)}; valid: {', '.join(FORMS)}")
-  return names
+FLAGS = flags.FLAGS
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-  p = argparse.ArgumentParser(prog="python -m linear_seq.bench",
-                              description=__doc__.splitlines()[0])
-  p.add_argument("--T", type=_int_list, default=[512, 2048, 8192],
-                 help="sequence lengths, e.g. 512,2048")
-  p.add_argument("--forms", type=_forms, default=list(FORMS), help="subset of: " + ", ".join(FORMS))
-  p.add_argument("--repeats", type=int, default=5, help="timed repeats per case (after a warm-up)")
-  p.add_argument("--budget-s", type=float, default=6.0,
-                 help="cap on the timed seconds per case and pass (fwd, fwd+bwd): slow forms "
-                 "get fewer repeats, at least 1")
-  p.add_argument("--max-gib", type=float, default=6.0,
-                 help="skip a case whose memory would exceed this")
-  p.add_argument("--batch", type=int, default=1)
-  p.add_argument("--heads", type=int, default=4)
-  p.add_argument("--dk", type=int, default=64)
-  p.add_argument("--dv", type=int, default=64)
-  p.add_argument("--chunk-size", type=int, default=None,
-                 help="chunk mode's chunk_size (default: the op's)")
-  p.add_argument("--ssm-batch", type=int, default=16)
-  p.add_argument("--ssm-channels", type=int, default=128)
-  p.add_argument("--ssm-states", type=int, default=64, help="complex states per channel")
-  p.add_argument("--ssm-T", type=int, default=4096)
-  p.add_argument("--ssm-path", choices=("channels", "vmap"), default="channels",
-                 help="ops.ssm_diag_channels (batched channels) or jax.vmap of ops.ssm")
-  p.add_argument("--json", default=None, help="write the results and ratios to this JSON file")
-  p.add_argument("--markdown", action="store_true",
-                 help="also print markdown tables (for the README)")
-  a = p.parse_args(argv)
-  if a.repeats < 1:
-    p.error(f"--repeats must be ≥ 1, got {a.repeats}")
-  return a
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+  """The CLI flags (defined only when run as a program, or into the FlagValues a test passes)."""
+  kw = {"flag_values": flag_values}
+  flags.DEFINE(_PositiveInts(), "T", [512, 2048, 8192], "Sequence lengths, e.g. 512,2048.",
+               serializer=flags.CsvListSerializer(","), **kw)
+  flags.DEFINE_list("forms", list(FORMS), "Subset of: " + ", ".join(FORMS) + ".", **kw)
+  flags.DEFINE_integer("repeats", 5, "Timed repeats per case (after a warm-up).", **kw)
+  flags.DEFINE_float("budget_s", 6.0, "Cap on the timed seconds per case and pass (fwd, fwd+bwd): slow forms "
+                     "get fewer repeats, at least 1.", **kw)
+  flags.DEFINE_float("max_gib", 6.0, "Skip a case whose memory would exceed this.", **kw)
+  flags.DEFINE_integer("batch", 1, "Batch of the attention and linear_recurrence cases.", **kw)
+  flags.DEFINE_integer("heads", 4, "Heads H.", **kw)
+  flags.DEFINE_integer("dk", 64, "Key dimension K.", **kw)
+  flags.DEFINE_integer("dv", 64, "Value dimension V.", **kw)
+  flags.DEFINE_integer("chunk_size", None, "Chunk mode's chunk_size (default: the op's).", **kw)
+  flags.DEFINE_integer("ssm_batch", 16, "SSM batch.", **kw)
+  flags.DEFINE_integer("ssm_channels", 128, "SSM SISO channels.", **kw)
+  flags.DEFINE_integer("ssm_states", 64, "Complex states per channel.", **kw)
+  flags.DEFINE_integer("ssm_T", 4096, "SSM sequence length.", **kw)
+  flags.DEFINE_enum("ssm_path", "channels", ("channels", "vmap"),
+                    "ops.ssm_diag_channels (batched channels) or jax.vmap of ops.ssm.", **kw)
+  flags.DEFINE_string("json", None, "Write the results and ratios to this JSON file.", **kw)
+  flags.DEFINE_bool("markdown", False, "Also print markdown tables (for the README).", **kw)
+
+  def check_forms(names):
+    bad = [n for n in names if n not in FORMS]
+    if bad or not names:
+      raise flags.ValidationError(f"unknown form(s) {', '.join(bad) or repr(names)}; valid: {', '.join(FORMS)}")
+    return True
+
+  flags.register_validator("forms", check_forms, flag_values=flag_values)
+  flags.register_validator("repeats", lambda n: n >= 1, "--repeats must be ≥ 1", flag_values=flag_values)
 
 
-def main(argv=None) -> dict:
-  a = parse_args(argv)
+def run_flags(a: flags.FlagValues = FLAGS) -> dict:
+  """Runs the benchmark that the parsed flags describe; returns (and with --json writes) the results."""
   env = environment()
   print("\n".join(f"{k}: {v}" for k, v in env.items()), flush=True)
   key = jax.random.key(0)
@@ -383,7 +367,7 @@ def main(argv=None) -> dict:
         f"N={a.ssm_states} T={a.ssm_T}")
     run_group(group, a.repeats, a.budget_s, a.max_gib)
     cases += group
-  env["load_avg_at_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+  env["load_avg_at_end"] = common.load_average()
   s4d = (a.ssm_batch, a.ssm_channels, a.ssm_states, a.ssm_T) == (16, 128, 64, 4096)
   ratios = compute_ratios(cases, s4d)
   rows = table_rows(cases)
@@ -395,7 +379,8 @@ def main(argv=None) -> dict:
   print(format_text(rows) + "\n\n" + format_ratios(ratios))
   if a.markdown:
     print("\n" + format_markdown(rows) + "\n\n" + format_ratios(ratios, markdown=True))
-  results = {"environment": env, "args": vars(a), "ratios": ratios,
+  args = {f.name: f.value for f in a.get_flags_for_module(__name__)}
+  results = {"environment": env, "args": args, "ratios": ratios,
              "cases": [{"form": c.form, "op": c.op, "mode": c.mode, "T": c.T, "tokens": c.tokens,
                         "skip": c.skip, **c.result} for c in cases]}
   if a.json:
@@ -404,5 +389,12 @@ def main(argv=None) -> dict:
   return results
 
 
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  run_flags()
+
+
 if __name__ == "__main__":
-  main()
+  define_flags()
+  app.run(main)

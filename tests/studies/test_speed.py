@@ -1,10 +1,19 @@
-"""linear_seq.speed: crossover interpolation, one tiny measured case end to end, errors."""
+"""linear_seq.studies.speed: crossover interpolation, one tiny measured case end to end, errors."""
 import json
 import os
 
+from absl import flags
 import pytest
 
-from linear_seq import speed
+from linear_seq.studies import speed
+
+
+def parse(argv: list[str]) -> flags.FlagValues:
+  """The speed study's flags parsed from `argv` (into fresh FlagValues: no global flag state)."""
+  flag_values = flags.FlagValues()
+  speed.define_flags(flag_values)
+  flag_values(["speed", *argv])
+  return flag_values
 
 
 def test_crossover():
@@ -17,20 +26,22 @@ def test_crossover():
 
 
 def test_tiny_run_writes_table_and_plots(tmp_path):
-  assert speed.main([f"--workdir={tmp_path}", "--tiny", "--mixers=linear"]) == 0
+  argv = [f"--workdir={tmp_path}", "--tiny", "--mixers=linear"]
+  assert speed.run_flags(parse(argv), argv) == 0
   records = json.load(open(tmp_path / "speed.json"))
   assert [(r["mixer"], r["seq_len"], r["status"]) for r in records] == [("linear", 64, "ok"), ("linear", 128, "ok")]
   for r in records:
     assert r["train_step_s"] > 0 and r["decode_ms_per_token"] > 0 and r["train_memory_bytes"] > 0
   assert records[0]["state_size"] == records[1]["state_size"]  # O(1) state for a linear mixer
   md = open(tmp_path / "results.md").read()
-  assert "| linear |" in md and "T=128" in md
+  assert "| linear |" in md and "T=128" in md and "python -m linear_seq.studies.speed --workdir=" in md
   for name in ("train_step_vs_length.png", "decode_vs_context.png", "memory_vs_length.png"):
     assert os.path.getsize(tmp_path / name) > 0
 
 
 def test_errors(tmp_path):
-  with pytest.raises(ValueError, match="unknown mixer 'lstm'; valid: softmax, linear, retention, gla, s4"):
-    speed.main([f"--workdir={tmp_path}", "--mixers=lstm"])
-  with pytest.raises(SystemExit):
-    speed.main(["--tiny"])  # neither --workdir nor --decode_workdir
+  message = "unknown mixer 'lstm'; valid: softmax, linear, retention, gla, s4"
+  with pytest.raises(flags.IllegalFlagValueError, match=message):
+    parse([f"--workdir={tmp_path}", "--mixers=lstm"])
+  with pytest.raises(flags.IllegalFlagValueError, match=r"--workdir is required \(or --decode_workdir\)"):
+    parse(["--tiny"])

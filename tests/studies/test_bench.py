@@ -2,18 +2,31 @@
 import json
 import math
 
+from absl import flags
 import pytest
 
-from linear_seq import bench
+from linear_seq.studies import bench
 
-TINY_SSM = ["--ssm-batch=2", "--ssm-channels=3", "--ssm-states=8", "--ssm-T=64"]
+TINY_SSM = ["--ssm_batch=2", "--ssm_channels=3", "--ssm_states=8", "--ssm_T=64"]
+
+
+def parse(argv: list[str]) -> flags.FlagValues:
+  """The benchmark's flags parsed from `argv` (into fresh FlagValues: no global flag state)."""
+  flag_values = flags.FlagValues()
+  bench.define_flags(flag_values)
+  flag_values(["bench", *argv])
+  return flag_values
+
+
+def run(argv: list[str]) -> dict:
+  return bench.run_flags(parse(argv))
 
 
 def test_tiny_run_prints_table_and_ratios(tmp_path, capsys):
   out = tmp_path / "bench.json"
   forms = "softmax,recurrent,chunk,chunk_vector,ssm_fft,ssm_scan"
   argv = ["--T=64", "--repeats=1", f"--forms={forms}", "--markdown", f"--json={out}"]
-  res = bench.main(argv + TINY_SSM)
+  res = run(argv + TINY_SSM)
   text = capsys.readouterr().out
   for word in ["fwd+bwd ms", "tokens/s", "causal", "chunk+vector gate", "| op | form |", "jax: "]:
     assert word in text
@@ -35,9 +48,9 @@ def test_tiny_run_prints_table_and_ratios(tmp_path, capsys):
 
 
 def test_quadratic_form_skipped_over_memory_cap(capsys):
-  res = bench.main(["--T=256", "--forms=parallel_vector", "--max-gib=0.01"])
+  res = run(["--T=256", "--forms=parallel_vector", "--max_gib=0.01"])
   (case,) = res["cases"]
-  assert case["skip"].startswith("skipped (O(T²K) memory: ~0.188 GiB > --max-gib=0.01")
+  assert case["skip"].startswith("skipped (O(T²K) memory: ~0.188 GiB > --max_gib=0.01")
   assert "parallel+vector gate" in capsys.readouterr().out
 
 
@@ -68,7 +81,7 @@ def test_ratios_pass_and_miss_at_target_sizes():
 
 
 def test_ratio_with_a_skipped_form_reports_why():
-  why = "skipped (O(T²) memory: ~3 GiB > --max-gib=1)"
+  why = "skipped (O(T²) memory: ~3 GiB > --max_gib=1)"
   skipped = bench.Case("softmax", "op", "mode", 8192, 8192, skip=why)
   ratios = bench.compute_ratios([skipped, _timed("chunk", 8192, 0.02)], True)
   (r,) = [r for r in ratios if "softmax" in r["name"]]
@@ -79,9 +92,18 @@ def test_ratio_with_a_skipped_form_reports_why():
     (["--forms=chunk,bogus"], "unknown form(s) bogus; valid: softmax, recurrent, parallel, chunk"),
     (["--T=64,x"], "expected comma-separated positive integers, got '64,x'"),
     (["--T=0"], "expected comma-separated positive integers, got '0'"),
-    (["--repeats=0"], "--repeats must be ≥ 1, got 0"),
+    (["--repeats=0"], "--repeats must be ≥ 1"),
+    (["--ssm_path=loop"], "value should be one of <channels|vmap>"),
 ])
-def test_bad_arguments_exit_with_message(argv, message, capsys):
-  with pytest.raises(SystemExit):
-    bench.parse_args(argv)
-  assert message in capsys.readouterr().err
+def test_bad_flags_fail_with_message(argv, message):
+  with pytest.raises(flags.IllegalFlagValueError) as e:
+    parse(argv)
+  assert message in str(e.value)
+
+
+def test_saved_args_are_the_flags():
+  res = run(["--T=32", "--forms=chunk", "--repeats=1"])
+  assert res["args"]["T"] == [32] and res["args"]["forms"] == ["chunk"] and res["args"]["ssm_path"] == "channels"
+  assert set(res["args"]) == {"T", "forms", "repeats", "budget_s", "max_gib", "batch", "heads", "dk", "dv",
+                              "chunk_size", "ssm_batch", "ssm_channels", "ssm_states", "ssm_T", "ssm_path", "json",
+                              "markdown"}

@@ -1,4 +1,8 @@
-"""Input validation shared by the ops: clear messages, value checks only on concrete values."""
+"""Input checks with one-line messages, shared by the ops, the mixers and the model (imports nothing from
+linear_seq). Value checks run on concrete values only: under jit/grad/vmap the values are tracers, unknown
+until run time, and the check is skipped (`if_concrete`)."""
+from typing import Any, Callable, Union
+
 import jax
 import numpy as np
 
@@ -6,6 +10,17 @@ import numpy as np
 def is_concrete(x) -> bool:
   """True when x's values are known now (not a tracer under jit/grad/vmap)."""
   return not isinstance(x, jax.core.Tracer)
+
+
+def if_concrete(x, ok: Callable[[np.ndarray], Any], message: Union[str, Callable[[np.ndarray], str]]) -> None:
+  """Raises ValueError(message) when x is concrete and ok(np.asarray(x)) is false; skips a traced x.
+
+  message: a string, or a function of the values (to name the offending ones)."""
+  if not is_concrete(x):
+    return
+  values = np.asarray(x)
+  if not ok(values):
+    raise ValueError(message(values) if callable(message) else message)
 
 
 def check_choice(what: str, value, valid) -> None:

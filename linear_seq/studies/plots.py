@@ -1,4 +1,4 @@
-"""The study plots (matplotlib, Agg backend, PNG), drawn from report.collect's rows.
+"""The study plots (matplotlib, Agg backend, PNG), drawn from collect.py's result rows.
 
 A config's `get_plots()` returns a list of specs (dicts); `draw` writes each to DIR/<file>:
   {"kind": "xy", "x": "model.d_model", "y": "accuracy", "group": "model.mixer", "file": "acc_vs_width.png",
@@ -18,7 +18,6 @@ its smallest bar instead of 0 (for close values such as bits/byte). Without spec
 import json
 import math
 import os
-import statistics
 from typing import Any, Sequence
 
 import matplotlib
@@ -26,14 +25,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from linear_seq import report  # pylint: disable=wrong-import-position
+from linear_seq.studies import collect  # pylint: disable=wrong-import-position
+from linear_seq.studies import common  # pylint: disable=wrong-import-position
 
 KINDS = ("xy", "curves", "series")
 
 
 def _get(row: dict[str, Any], key) -> Any:
   """A column by name (falling back to the point's config), or key(row) when key is a function."""
-  return key(row) if callable(key) else report.value(row, key)
+  return key(row) if callable(key) else collect.value(row, key)
 
 
 def _label(row: dict[str, Any], group) -> str:
@@ -42,13 +42,13 @@ def _label(row: dict[str, Any], group) -> str:
   keys = [group] if isinstance(group, str) else list(group or [])
   if not keys:
     return row["name"]
-  return ",".join(str(report.value(row, k)) for k in keys)
+  return ",".join(str(collect.value(row, k)) for k in keys)
 
 
 def _select(rows: Sequence[dict[str, Any]], where: dict[str, Any] | None) -> list[dict[str, Any]]:
   rows = [r for r in rows if r.get("status") == "ok"]
   for k, v in (where or {}).items():
-    rows = [r for r in rows if (v(report.value(r, k)) if callable(v) else report.value(r, k) == v)]
+    rows = [r for r in rows if (v(collect.value(r, k)) if callable(v) else collect.value(r, k) == v)]
   return rows
 
 
@@ -66,12 +66,12 @@ def xy_points(rows: Sequence[dict[str, Any]], *, x: str, y: str, group=None, bes
     yv = _get(r, y)
     if not _is_number(yv):
       continue
-    setting = tuple(repr(report.value(r, k)) for k in best_over)
+    setting = tuple(repr(collect.value(r, k)) for k in best_over)
     label = "" if group is None else _label(r, group)  # no group: one series, seeds averaged per x
     cells.setdefault((label, _get(r, x), setting), []).append(float(yv))
   best: dict[tuple, tuple[float, float, int]] = {}
   for (g, xv, _), ys in cells.items():
-    stat = (statistics.fmean(ys), statistics.stdev(ys) if len(ys) > 1 else 0.0, len(ys))
+    stat = common.mean_std(ys)
     cur = best.get((g, xv))
     if cur is None or (stat[0] > cur[0] if better == "max" else stat[0] < cur[0]):
       best[(g, xv)] = stat

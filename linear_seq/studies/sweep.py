@@ -1,6 +1,6 @@
 """Sweep runner: train + evaluate every point of a config's `get_sweep()`, then write the study's report.
 
-  python -m linear_seq.sweep --config=experiments/mqar/config.py[:args] --workdir=DIR \
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py[:args] --workdir=DIR \
       [--parallel=N] [--dry_run] [--config.train.num_steps=...]
 
 A config file defines `get_config(arg)` and `get_sweep()` (or `get_sweep(arg)`), a list of override dicts
@@ -14,8 +14,8 @@ sweep goes on; the exit status is non-zero if any point failed.
 
 Optional hooks in the config file:
   get_followup_sweep(rows[, arg]) -> more override dicts, run after the first points finish (`rows` are
-      report.collect's rows, e.g. pick each arm's best learning rate for a harder setting);
-  get_plots([arg]) -> plot specs for linear_seq.plots (default: the main metric per point);
+      collect.collect's rows, e.g. pick each arm's best learning rate for a harder setting);
+  get_plots([arg]) -> plot specs for linear_seq.studies.plots (default: the main metric per point);
   get_eval_args([arg]) -> extra flags for linear_seq.evaluate;
   get_extra_commands([arg]) -> [(module_args, output_file), ...] run after evaluate in each point, e.g.
       (['-m', 'linear_seq.probe', '--workdir={workdir}'], 'probe.json'); scalars in output_file join the table
@@ -27,7 +27,6 @@ affinity; XLA_FLAGS/OMP settings alone do not limit it in jax 0.10) so N single-
 import concurrent.futures
 import dataclasses
 import hashlib
-import importlib.util
 import inspect
 import json
 import os
@@ -39,7 +38,14 @@ import sys
 import time
 from typing import Any, Callable, Sequence
 
+from absl import app
+from absl import flags
 import ml_collections
+
+from linear_seq import config_lib
+from linear_seq.studies import collect
+from linear_seq.studies import plots as plots_lib
+from linear_seq.studies import report
 
 # Environment for single-threaded points (--parallel > 1). The affinity mask is what limits XLA's pool.
 SINGLE_THREAD_ENV = {
@@ -56,22 +62,9 @@ _NAME_MAX = 120
 # ---------------------------------------------------------------------------------------------- config files
 
 
-def split_config_arg(config_arg: str) -> tuple[str, str]:
-  """'experiments/mqar/config.py:tiny=True' -> ('experiments/mqar/config.py', 'tiny=True')."""
-  path, _, arg = config_arg.partition(":")
-  if not path.endswith(".py"):
-    raise ValueError(f"--config must be a .py config file optionally followed by ':args', got {config_arg!r}")
-  return path, arg
-
-
-def load_config_module(path: str):
-  """Imports a config file by path (it need not be in a package)."""
-  if not os.path.isfile(path):
-    raise ValueError(f"config file not found: {path!r}")
-  name = "_sweep_config_" + hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:8]
-  spec = importlib.util.spec_from_file_location(name, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+def load_study(path: str):
+  """Imports a study config file by path (config_lib.load_module); it must define get_config(arg)."""
+  module = config_lib.load_module(path)
   if not hasattr(module, "get_config"):
     raise ValueError(f"config file {path!r} defines no get_config(arg)")
   return module
@@ -97,24 +90,12 @@ def get_points(module, arg: str = "") -> list[dict[str, Any]]:
   return points
 
 
-def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, Any]) -> ml_collections.ConfigDict:
-  """Returns a copy of `config` with dotted-key overrides set; unknown keys or wrong types raise ValueError."""
-  config = ml_collections.ConfigDict(config.to_dict(), type_safe=True)
-  config.lock()
-  for key, value in overrides.items():
-    *parents, leaf = key.split(".")
-    node = config
-    try:
-      for p in parents:
-        node = node[p]
-      if leaf not in node:
-        raise KeyError(leaf)
-      node[leaf] = value
-    except (KeyError, AttributeError) as e:
-      raise ValueError(f"unknown config field {key!r} in sweep override {overrides}") from e
-    except TypeError as e:
-      raise ValueError(f"override {key}={value!r} has the wrong type: {e}") from e
-  return config
+def resolve(config: ml_collections.ConfigDict, overrides: dict[str, Any]) -> ml_collections.ConfigDict:
+  """config_lib.apply_overrides for a sweep point: unknown fields and wrong types raise ValueError naming it."""
+  try:
+    return config_lib.apply_overrides(config, overrides)
+  except ValueError as e:
+    raise ValueError(f"sweep point {overrides}: {e}") from None
 
 
 # ---------------------------------------------------------------------------------------------- points
@@ -154,16 +135,6 @@ class Point:
   outputs: tuple[str, ...] = ()
 
 
-def flag_overrides(argv: Sequence[str]) -> dict[str, str]:
-  """The `--config.k=v` flags given to the sweep itself (forwarded to every point)."""
-  out = {}
-  for a in argv:
-    m = re.fullmatch(r"--config\.([\w.]+)=(.*)", a, flags=re.S)
-    if m:
-      out[m.group(1)] = m.group(2)
-  return out
-
-
 def make_points(config_arg: str, workdir: str, overrides_list: list[dict[str, Any]], *,
                 base_config: ml_collections.ConfigDict, global_flags: dict[str, str] | None = None,
                 eval_args: Sequence[str] = (), extra_commands: Sequence[tuple[Sequence[str], str]] = (),
@@ -172,7 +143,7 @@ def make_points(config_arg: str, workdir: str, overrides_list: list[dict[str, An
   global_flags = global_flags or {}
   points, seen = [], {}
   for overrides in overrides_list:
-    resolved = apply_overrides(base_config, overrides)
+    resolved = resolve(base_config, overrides)
     name = point_name(overrides)
     if name in seen:
       raise ValueError(f"two sweep points map to the same sub-workdir {name!r}: {seen[name]} and {overrides}")
@@ -250,7 +221,7 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
     raise ValueError(f"--parallel must be >= 1, got {parallel}")
   base_env = dict(os.environ if env is None else env)
   # The points run from the repository root, so linear_seq imports even when not installed.
-  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   base_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, base_env.get("PYTHONPATH", "")]))
   if parallel > 1:
     base_env.update(SINGLE_THREAD_ENV)
@@ -291,11 +262,11 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
 def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.ConfigDict,
               global_flags: dict[str, str] | None = None, parallel: int = 1, dry_run: bool = False,
               command: str = "", log: Callable[[str], None] = print) -> int:
-  """Runs (or with dry_run prints) the sweep, then writes DIR/results.{csv,md} and the plots; returns the exit code."""
-  from linear_seq import report  # pylint: disable=g-import-not-at-top
+  """Runs (or with dry_run prints) the sweep, then writes the plots and DIR/results.{csv,md}; returns the exit code.
 
-  path, arg = split_config_arg(config_arg)
-  module = load_config_module(path)
+  collect -> plots -> report: the rows of every point, the study's plots drawn from them, then the tables."""
+  path, arg = config_lib.split_spec(config_arg)
+  module = load_study(path)
   eval_args = list(call_hook(module, "get_eval_args", arg=arg) or [])
   extra_commands = list(call_hook(module, "get_extra_commands", arg=arg) or [])
   kw = dict(base_config=base_config, global_flags=global_flags, eval_args=eval_args, extra_commands=extra_commands)
@@ -312,7 +283,7 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
   log(f"sweep: {len(points)} points in {workdir}" + (f", {parallel} in parallel" if parallel > 1 else ""))
   statuses = run_points(points, parallel=parallel, log=log)
   if hasattr(module, "get_followup_sweep"):
-    rows = report.collect(points, statuses)
+    rows = collect.collect(points, statuses)
     names = {p.name for p in points}
     more = [o for o in call_hook(module, "get_followup_sweep", rows, arg=arg) or [] if point_name(o) not in names]
     if more:
@@ -321,11 +292,11 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
       statuses.update(run_points(extra, parallel=parallel, log=log))
       points = points + extra
 
-  rows = report.collect(points, statuses)
-  plots = call_hook(module, "get_plots", arg=arg)
+  rows = collect.collect(points, statuses)
+  plot_files = plots_lib.draw(call_hook(module, "get_plots", arg=arg), rows, workdir)
   study = getattr(module, "STUDY", os.path.basename(os.path.dirname(os.path.abspath(path))))
-  files = report.write_report(workdir, rows, study=study, command=command, plots=plots,
-                              point_env=SINGLE_THREAD_ENV if parallel > 1 else None)
+  files = report.write_report(workdir, rows, study=study, command=command, plot_files=plot_files,
+                              point_env=SINGLE_THREAD_ENV if parallel > 1 else None) + plot_files
   failed = [n for n, s in statuses.items() if s["status"] == "failed"]
   done = sum(s["status"] == "ok" for s in statuses.values())
   skipped = sum(s["status"] == "skipped" for s in statuses.values())
@@ -335,29 +306,36 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
   return 1 if failed else 0
 
 
-def main(argv: Sequence[str]) -> None:
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+def define_flags() -> None:
+  """The CLI flags (defined only when run as a program, so importing this module defines no absl flags)."""
+  flags.DEFINE_string("config", None, "Study config file[:args] with get_config(arg) and get_sweep().")
+  flags.DEFINE_string("workdir", None, "Sweep directory: one sub-workdir per point, results.csv/md, plots.")
+  flags.DEFINE_integer("parallel", 1, "Points run at once, each pinned to one CPU core when > 1.")
+  flags.DEFINE_bool("dry_run", False, "Print the points' commands (for a cluster launcher) instead of running.")
+  flags.mark_flags_as_required(["config", "workdir"])
 
-  if len(argv) > 1:
-    raise ValueError(f"unexpected arguments: {argv[1:]}")
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  """absl parses the sweep's flags; the --config.a.b=value overrides (for every point) stay in argv for main."""
+  overrides = [arg for arg in argv[1:] if arg.startswith("--config.")]
+  return flags.FLAGS([arg for arg in argv if arg not in overrides]) + overrides
+
+
+def main(argv: Sequence[str]) -> None:
   flag_values = flags.FLAGS
-  config_arg = config_flags.get_config_filename(flag_values["config"])
-  global_flags = {k: format_value(v) for k, v in config_flags.get_override_values(flag_values["config"]).items()}
-  command = shlex.join(["python", "-m", "linear_seq.sweep", *sys.argv[1:]])
-  code = run_sweep(config_arg, flag_values.workdir, base_config=flag_values.config, global_flags=global_flags,
+  try:  # the one way configs load: unknown fields and wrong types fail here, before any point runs
+    global_flags, unexpected = config_lib.override_args(argv[1:])
+    base_config = config_lib.apply_overrides(config_lib.load_config(flag_values.config), global_flags)
+  except ValueError as e:
+    sys.exit(f"error: {e}")
+  if unexpected:
+    raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
+  command = shlex.join(["python", "-m", "linear_seq.studies.sweep", *sys.argv[1:]])
+  code = run_sweep(flag_values.config, flag_values.workdir, base_config=base_config, global_flags=global_flags,
                    parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command)
   sys.exit(code)
 
 
 if __name__ == "__main__":
-  from absl import app, flags  # pylint: disable=g-import-not-at-top,g-multiple-import
-  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
-
-  config_flags.DEFINE_config_file("config", None, "Study config file with get_config(arg) and get_sweep().",
-                                  lock_config=True)
-  flags.DEFINE_string("workdir", None, "Sweep directory: one sub-workdir per point, results.csv/md, plots.")
-  flags.DEFINE_integer("parallel", 1, "Points run at once, each pinned to one CPU core when > 1.")
-  flags.DEFINE_bool("dry_run", False, "Print the points' commands (for a cluster launcher) instead of running.")
-  flags.mark_flags_as_required(["config", "workdir"])
-  app.run(main)
+  define_flags()
+  app.run(main, flags_parser=_parse_flags)

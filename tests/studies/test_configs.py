@@ -9,13 +9,13 @@ import sys
 import pytest
 from flax import nnx
 
+from linear_seq import config_lib
 from linear_seq import data
-from linear_seq import plots
 from linear_seq import model as model_lib
-from linear_seq import sweep
-from tests.cli_env import cli_env
+from linear_seq.studies import plots
+from linear_seq.studies import sweep
+from tests.cli_env import REPO, cli_env
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _path(study):
@@ -34,7 +34,7 @@ STUDIES = [
 
 
 def _check_points(study, arg):
-  module = sweep.load_config_module(_path(study))
+  module = sweep.load_study(_path(study))
   base = module.get_config(arg)
   overrides = sweep.get_points(module, arg)
   points = sweep.make_points(f"{_path(study)}:{arg}", "/tmp/unused", overrides, base_config=base)
@@ -42,7 +42,7 @@ def _check_points(study, arg):
   vocab = data.dataset_info(base.data).vocab_size
   seen = set()
   for o in overrides:
-    config = sweep.apply_overrides(base, o)
+    config = config_lib.apply_overrides(base, o)
     key = tuple(sorted((k, str(v)) for k, v in o.items() if k.startswith("model.")))
     if key in seen:
       continue
@@ -67,16 +67,16 @@ def test_tiny_sweep_points_are_valid(study, arg):
 
 def test_unknown_options_are_rejected():
   with pytest.raises(ValueError, match="unknown arm"):
-    sweep.load_config_module(_path("mqar")).get_sweep("arms=softmax+nope")
+    sweep.load_study(_path("mqar")).get_sweep("arms=softmax+nope")
   with pytest.raises(ValueError, match="unknown task"):
-    sweep.load_config_module(_path("feature_maps")).get_config("task=vision")
+    sweep.load_study(_path("feature_maps")).get_config("task=vision")
   with pytest.raises(ValueError, match="unknown mixer"):
-    sweep.load_config_module(_path("lm")).get_sweep("mixers=gla+rnn")
+    sweep.load_study(_path("lm")).get_sweep("mixers=gla+rnn")
 
 
 def test_lm_study_tiny_sweep_end_to_end(tmp_path):
   """Both points train, evaluate with --position_loss, time decoding; the table and plots are written."""
-  proc = subprocess.run([sys.executable, "-m", "linear_seq.sweep", f"--config={_path('lm')}:tiny=True",
+  proc = subprocess.run([sys.executable, "-m", "linear_seq.studies.sweep", f"--config={_path('lm')}:tiny=True",
                          f"--workdir={tmp_path}", "--parallel=2"], env=cli_env(), capture_output=True, text=True,
                         cwd=REPO)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -95,7 +95,7 @@ def test_lm_study_tiny_sweep_end_to_end(tmp_path):
 
 
 def test_mqar_followup_uses_each_arms_best_learning_rate_at_the_largest_width():
-  module = sweep.load_config_module(_path("mqar"))
+  module = sweep.load_study(_path("mqar"))
   gla = module.ARMS["gla"]
   rows = [{"_overrides": {**gla, "model.d_model": w, "train.learning_rate": lr, "seed": 0}, "status": "ok",
            "accuracy": acc} for w, lr, acc in ((64, 3e-3, 0.2), (64, 1e-2, 0.8), (32, 3e-3, 0.5))]

@@ -1,8 +1,8 @@
 """Study 5: speed and memory of the whole LM per mixer vs sequence length.
 
-  python -m linear_seq.speed --workdir=runs/speed                  # ≈5 min on a CPU core
-  python -m linear_seq.speed --workdir=/tmp/speed --tiny           # smoke run, ≈1 min
-  python -m linear_seq.speed --decode_workdir=runs/lm/SUB          # decode ms/token of a trained model
+  python -m linear_seq.studies.speed --workdir=runs/speed                  # ≈5 min on a CPU core
+  python -m linear_seq.studies.speed --workdir=/tmp/speed --tiny           # smoke run, ≈1 min
+  python -m linear_seq.studies.speed --decode_workdir=runs/lm/SUB          # decode ms/token of a trained model
 
 For every mixer and sequence length T it measures
   - the training step: forward + backward (gradients of the mean next-token loss wrt all parameters) of the LM
@@ -16,49 +16,47 @@ The crossover length of a linear mixer is where its training step becomes faster
 (log-log interpolation between the measured lengths). Writes DIR/speed.json, DIR/results.md and PNG plots.
 The model is configs/default.py's (width 128, 2 layers, 4 heads, MLP 4x, byte vocabulary) unless overridden.
 """
-import argparse
 import json
 import math
 import os
 import statistics
 import sys
-import time
 from typing import Any, Callable, Sequence
 
+from absl import app
+from absl import flags
 import jax
 import jax.numpy as jnp
-import numpy as np
+import matplotlib
 from flax import nnx
 
-from linear_seq import config_lib
-from linear_seq import model as model_lib
-from linear_seq import report
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from linear_seq import config_lib  # pylint: disable=wrong-import-position
+from linear_seq import eval_lib  # pylint: disable=wrong-import-position
+from linear_seq import evaluate  # pylint: disable=wrong-import-position
+from linear_seq import model as model_lib  # pylint: disable=wrong-import-position
+from linear_seq import steps as steps_lib  # pylint: disable=wrong-import-position
+from linear_seq.studies import common  # pylint: disable=wrong-import-position
 
 MIXERS = ("softmax", "linear", "retention", "gla", "s4")
 LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)  # short lengths locate the crossover
 VOCAB = 260
-_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
+_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "default.py")
 
 
 def model_config(mixer: str, *, tiny: bool = False, overrides: dict[str, Any] | None = None):
   """configs/default.py's model with `mixer` (tiny: width 32, 2 layers)."""
-  c = config_lib.load_sibling(os.path.join(_CONFIGS, "default.py"), "default").get_config(
-      "tiny=True" if tiny else "")
+  c = config_lib.load_config(f"{_DEFAULT}:tiny=True" if tiny else _DEFAULT)
   c = config_lib.apply_overrides(c, {"model.mixer": mixer, **(overrides or {})})
   return model_lib.ModelConfig.from_config(c.model, vocab_size=VOCAB)
 
 
 def _median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
   """(first call seconds incl. compile, median seconds of `repeats` later calls)."""
-  t = time.perf_counter()
-  jax.block_until_ready(fn())
-  first = time.perf_counter() - t
-  times = []
-  for _ in range(repeats):
-    t = time.perf_counter()
-    jax.block_until_ready(fn())
-    times.append(time.perf_counter() - t)
-  return first, statistics.median(times)
+  first = common.timed(fn)[1]
+  return first, statistics.median([common.timed(fn)[1] for _ in range(repeats)])
 
 
 def time_train_step(lm: model_lib.LM, batch_size: int, seq_len: int, repeats: int) -> dict[str, Any]:
@@ -73,10 +71,7 @@ def time_train_step(lm: model_lib.LM, batch_size: int, seq_len: int, repeats: in
   grad_fn = jax.jit(jax.value_and_grad(loss_fn))
   tokens = jax.random.randint(jax.random.key(0), (batch_size, seq_len + 1), 0, VOCAB, jnp.int32)
   compiled = grad_fn.lower(params, tokens).compile()
-  mem = compiled.memory_analysis()
-  memory = None
-  if mem is not None:
-    memory = int(mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes)
+  memory = common.compiled_memory(compiled)
   first, median = _median_time(lambda: compiled(params, tokens), repeats)
   return {"train_step_s": median, "train_first_s": first, "train_tokens_per_sec": batch_size * seq_len / median,
           "train_memory_bytes": memory}
@@ -101,17 +96,14 @@ def time_decode(lm: model_lib.LM, batch_size: int, context: int, steps: int) -> 
   token, state = jax.block_until_ready(step(params, token, state))  # compile + warm-up
   times = []
   for _ in range(steps):
-    t = time.perf_counter()
-    token, state = jax.block_until_ready(step(params, token, state))
-    times.append(time.perf_counter() - t)
+    (token, state), seconds, _ = common.timed(step, params, token, state)
+    times.append(seconds)
   return {"decode_ms_per_token": 1e3 * statistics.median(times)}
 
 
 def decode_speed_of_workdir(workdir: str, *, context: int = 0, steps: int = 32) -> dict[str, Any]:
   """Decode ms/token of a trained workdir's model (restored like linear_seq.evaluate) after `context` tokens
   (0 = its eval sequence length); written to workdir/decode.json by `--decode_workdir`."""
-  from linear_seq import eval_lib, evaluate, steps as steps_lib  # pylint: disable=g-import-not-at-top
-
   r = evaluate.restore(workdir)
   context = context or eval_lib.eval_seq_len(r.config)
   out = {"step": int(r.step), "decode_context": context,
@@ -175,35 +167,30 @@ def markdown(records: Sequence[dict[str, Any]], *, command: str, plots: Sequence
   mixers = list(dict.fromkeys(r["mixer"] for r in records))
   by = {(r["mixer"], r["seq_len"]): r for r in records}
   get = lambda m, t, k: by.get((m, t), {}).get(k)
-  lines = ["# Results: speed and memory", "", f"Command: `{command}`", "",
-           "## Training step (forward + backward), ms", "",
-           "| mixer | " + " | ".join(f"T={t}" for t in lengths) + " | crossover vs softmax |",
-           "|---|" + "---|" * (len(lengths) + 1)]
+  columns = [f"T={t}" for t in lengths]
+  body = []
   for m in mixers:
     cells = [_fmt(1e3 * get(m, t, "train_step_s")) if get(m, t, "train_step_s") else
              (get(m, t, "status") or "") for t in lengths]
     cross = "" if m == "softmax" else crossover(lengths, [get(m, t, "train_step_s") for t in lengths],
                                                 [get("softmax", t, "train_step_s") for t in lengths])
-    lines.append(f"| {m} | " + " | ".join(cells) + f" | {cross} |")
+    body.append([m, *cells, cross])
+  lines = ["# Results: speed and memory", "", f"Command: `{command}`", "",
+           "## Training step (forward + backward), ms", "",
+           *common.md_table(["mixer", *columns, "crossover vs softmax"], body)]
   for title, key, scale in (("Decode, ms per token at context length T", "decode_ms_per_token", 1.0),
                             ("Compiled memory of the training step, MiB", "train_memory_bytes", 2.0 ** -20),
                             ("Decode state, floats per sequence", "state_size", 1.0)):
-    lines += ["", f"## {title}", "", "| mixer | " + " | ".join(f"T={t}" for t in lengths) + " |",
-              "|---|" + "---|" * len(lengths)]
-    for m in mixers:
-      vals = [get(m, t, key) for t in lengths]
-      lines.append(f"| {m} | " + " | ".join(_fmt(v * scale if v is not None else None) for v in vals) + " |")
+    body = [[m, *(_fmt(v * scale if v is not None else None) for v in (get(m, t, key) for t in lengths))]
+            for m in mixers]
+    lines += ["", f"## {title}", "", *common.md_table(["mixer", *columns], body)]
   lines += [""] + [f"![{p}]({p})" for p in plots]
-  lines += ["", "## Environment", ""] + [f"- {k}: `{v}`" for k, v in report.environment().items()] + [""]
+  lines += ["", "## Environment", ""] + [f"- {k}: `{v}`" for k, v in common.environment().items()] + [""]
   return "\n".join(lines)
 
 
 def draw(records: Sequence[dict[str, Any]], workdir: str) -> list[str]:
   """train_step_vs_length.png, decode_vs_context.png, memory_vs_length.png."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-
   files = []
   for key, scale, ylabel, name in (("train_step_s", 1e3, "training step (ms)", "train_step_vs_length.png"),
                                    ("decode_ms_per_token", 1.0, "decode (ms / token)", "decode_vs_context.png"),
@@ -227,45 +214,64 @@ def draw(records: Sequence[dict[str, Any]], workdir: str) -> list[str]:
   return files
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--workdir", help="where speed.json, results.md and the plots go")
-  p.add_argument("--decode_workdir", default="",
-                 help="instead: time decoding of this trained workdir's model, write WORKDIR/decode.json")
-  p.add_argument("--decode_context", type=int, default=0, help="context for --decode_workdir (0 = eval seq_len)")
-  p.add_argument("--mixers", default=",".join(MIXERS))
-  p.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
-  p.add_argument("--batch_size", type=int, default=1)
-  p.add_argument("--repeats", type=int, default=3)
-  p.add_argument("--decode_steps", type=int, default=16)
-  p.add_argument("--max_case_seconds", type=float, default=120.0,
-                 help="skip a mixer's longer lengths once a first call (compile + run) takes longer")
-  p.add_argument("--tiny", action="store_true", help="smoke run: tiny model, T in {64, 128}, 1 repeat")
-  args = p.parse_args(argv)
-  if args.decode_workdir:
-    print(json.dumps(decode_speed_of_workdir(args.decode_workdir, context=args.decode_context,
-                                             steps=args.decode_steps)))
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+  """The CLI flags (defined only when run as a program, or into the FlagValues a test passes)."""
+  kw = {"flag_values": flag_values}
+  flags.DEFINE_string("workdir", None, "Where speed.json, results.md and the plots go.", **kw)
+  flags.DEFINE_string("decode_workdir", "",
+                      "Instead: time decoding of this trained workdir's model, write WORKDIR/decode.json.", **kw)
+  flags.DEFINE_integer("decode_context", 0, "Context for --decode_workdir (0 = its eval seq_len).", **kw)
+  flags.DEFINE_list("mixers", list(MIXERS), "Mixers to measure, a subset of: " + ", ".join(MIXERS) + ".", **kw)
+  flags.DEFINE_list("lengths", [str(t) for t in LENGTHS], "Sequence lengths T.", **kw)
+  flags.DEFINE_integer("batch_size", 1, "Training-step batch size.", **kw)
+  flags.DEFINE_integer("repeats", 3, "Timed training steps per case (the median is reported).", **kw)
+  flags.DEFINE_integer("decode_steps", 16, "Timed one-token decode steps per case.", **kw)
+  flags.DEFINE_float("max_case_seconds", 120.0,
+                     "Skip a mixer's longer lengths once a first call (compile + run) takes longer.", **kw)
+  flags.DEFINE_bool("tiny", False, "Smoke run: tiny model, T in {64, 128}, 1 repeat.", **kw)
+
+  def check_mixers(mixers):
+    unknown = [m for m in mixers if m not in MIXERS]
+    if unknown:
+      raise flags.ValidationError(f"unknown mixer {unknown[0]!r}; valid: {', '.join(MIXERS)}")
+    return True
+
+  flags.register_validator("mixers", check_mixers, flag_values=flag_values)
+  flags.register_multi_flags_validator(
+      ["workdir", "decode_workdir"], lambda f: bool(f["workdir"] or f["decode_workdir"]),
+      "--workdir is required (or --decode_workdir)", flag_values=flag_values)
+
+
+def run_flags(flag_values: flags.FlagValues = FLAGS, argv: Sequence[str] | None = None) -> int:
+  """Runs the study (or the decode timing of --decode_workdir) that the parsed flags describe."""
+  f = flag_values
+  if f.decode_workdir:
+    print(json.dumps(decode_speed_of_workdir(f.decode_workdir, context=f.decode_context, steps=f.decode_steps)))
     return 0
-  if not args.workdir:
-    p.error("--workdir is required (or --decode_workdir)")
-  mixers = [m for m in args.mixers.split(",") if m]
-  for m in mixers:
-    if m not in MIXERS:
-      raise ValueError(f"unknown mixer {m!r}; valid: {', '.join(MIXERS)}")
-  lengths = [int(t) for t in args.lengths.split(",")] if not args.tiny else [64, 128]
-  repeats, steps = (1, 2) if args.tiny else (args.repeats, args.decode_steps)
-  os.makedirs(args.workdir, exist_ok=True)
-  records = run(mixers, lengths, batch_size=args.batch_size, repeats=repeats, decode_steps=steps, tiny=args.tiny,
-                max_case_seconds=args.max_case_seconds)
-  with open(os.path.join(args.workdir, "speed.json"), "w") as f:
-    json.dump(records, f, indent=1)
-  plots = draw(records, args.workdir)
-  command = " ".join(["python -m linear_seq.speed", *(argv if argv is not None else sys.argv[1:])])
-  with open(os.path.join(args.workdir, "results.md"), "w") as f:
-    f.write(markdown(records, command=command, plots=plots))
-  print(f"wrote {args.workdir}/speed.json, results.md, " + ", ".join(plots))
+  lengths = [int(t) for t in f.lengths] if not f.tiny else [64, 128]
+  repeats, steps = (1, 2) if f.tiny else (f.repeats, f.decode_steps)
+  os.makedirs(f.workdir, exist_ok=True)
+  records = run(f.mixers, lengths, batch_size=f.batch_size, repeats=repeats, decode_steps=steps, tiny=f.tiny,
+                max_case_seconds=f.max_case_seconds)
+  with open(os.path.join(f.workdir, "speed.json"), "w") as fp:
+    json.dump(records, fp, indent=1)
+  plots = draw(records, f.workdir)
+  command = " ".join(["python -m linear_seq.studies.speed", *(argv if argv is not None else sys.argv[1:])])
+  with open(os.path.join(f.workdir, "results.md"), "w") as fp:
+    fp.write(markdown(records, command=command, plots=plots))
+  print(f"wrote {f.workdir}/speed.json, results.md, " + ", ".join(plots))
   return 0
 
 
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  sys.exit(run_flags())
+
+
 if __name__ == "__main__":
-  sys.exit(main())
+  define_flags()
+  app.run(main)

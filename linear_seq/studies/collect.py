@@ -1,0 +1,86 @@
+"""Collects a sweep's points into result rows, one dict per point.
+
+Per point it reads SUB/eval.json (linear_seq.evaluate), SUB/config.json and SUB/metrics.jsonl (the trainer),
+the outputs of the study's extra commands and SUB/sweep_point.json (the sweep runner: status, wall time).
+A row holds the point's overrides and scalar results; '_overrides', '_config' (flattened), '_metrics' and
+'_workdir' ride along for the report and the plots.
+"""
+import json
+import os
+import statistics
+from typing import Any, Sequence
+
+from linear_seq import config_lib
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
+def read_metrics(workdir: str) -> list[dict[str, Any]]:
+  """SUB/metrics.jsonl as a list of dicts (missing file -> [])."""
+  out = []
+  try:
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+      for line in f:
+        line = line.strip()
+        if line:
+          try:
+            out.append(json.loads(line))
+          except ValueError:
+            pass  # a line cut off by a kill
+  except OSError:
+    pass
+  return out
+
+
+def collect_point(workdir: str, overrides: dict[str, Any], name: str, status: str = "",
+                  extra_files: Sequence[str] = ()) -> dict[str, Any]:
+  """One result row: overrides, eval.json's scalars, tokens/s, wall time, status; '_config'/'_metrics' attached."""
+  ev = _read_json(os.path.join(workdir, "eval.json")) or {}
+  for extra in extra_files:  # outputs of a study's extra per-point commands (e.g. probe.json)
+    ev = {**(_read_json(os.path.join(workdir, extra)) or {}), **ev}
+  rec = _read_json(os.path.join(workdir, "sweep_point.json")) or {}
+  config = _read_json(os.path.join(workdir, "config.json")) or {}
+  metrics = read_metrics(workdir)
+  row: dict[str, Any] = {"name": name, **overrides}
+  for k, v in ev.items():
+    if isinstance(v, (int, float, str, bool)) or v is None:  # lists (e.g. loss per position) stay in their file
+      row.setdefault(k, v)
+  train = [m for m in metrics if "train_loss" in m]
+  if train:
+    row["final_train_loss"] = train[-1]["train_loss"]
+  if row.get("tokens_per_sec") is None:
+    speeds = [m["tokens_per_sec"] for m in train[1:] or train if m.get("tokens_per_sec")]  # first includes compile
+    row["tokens_per_sec"] = statistics.median(speeds) if speeds else None
+  if row.get("wall_time") is None:
+    row["wall_time"] = rec.get("wall_time")
+  if ev:
+    row["status"] = "ok" if status in ("", "ok", "skipped") else status
+  elif status == "failed" or rec.get("status") == "failed":
+    row["status"] = "failed"
+  else:
+    row["status"] = "no eval.json"
+  row["_overrides"] = dict(overrides)
+  row["_config"] = config_lib.flatten(config)
+  row["_metrics"] = metrics
+  row["_workdir"] = workdir
+  return row
+
+
+def collect(points: Sequence[Any], statuses: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+  """Rows for sweep points (with .workdir, .overrides, .name and .outputs), in sweep order."""
+  statuses = statuses or {}
+  return [collect_point(p.workdir, p.overrides, p.name, statuses.get(p.name, {}).get("status", ""),
+                        getattr(p, "outputs", ())) for p in points]
+
+
+def value(row: dict[str, Any], key: str) -> Any:
+  """A row's column, falling back to the point's resolved config (e.g. 'model.d_model')."""
+  if key in row:
+    return row[key]
+  return row.get("_config", {}).get(key)

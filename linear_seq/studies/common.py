@@ -1,0 +1,70 @@
+"""What the studies share: the environment a result was measured in, markdown tables, XLA's compiled memory,
+timing one call, and the mean ± std over seeds."""
+import importlib.metadata
+import os
+import platform
+import statistics
+import time
+from typing import Any, Callable, Iterable, Sequence
+
+import jax
+
+# Libraries whose versions a study's results.md records.
+LIBRARIES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "ml-collections", "grain")
+
+
+def versions(libraries: Iterable[str] = LIBRARIES) -> dict[str, str]:
+  """{library: installed version or 'not installed'}."""
+  out = {}
+  for lib in libraries:
+    try:
+      out[lib] = importlib.metadata.version(lib)
+    except importlib.metadata.PackageNotFoundError:
+      out[lib] = "not installed"
+  return out
+
+
+def xla_flags() -> str:
+  return os.environ.get("XLA_FLAGS", "")
+
+
+def load_average() -> float | None:
+  """The 1-minute load average (None where the OS has none): how busy the machine was."""
+  return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def environment(point_env: dict[str, str] | None = None) -> dict[str, str]:
+  """Library versions, Python, platform and the XLA flags of this process (and of a sweep's points)."""
+  env = {"python": platform.python_version(), "platform": platform.platform(), "cpus": str(os.cpu_count()),
+         **versions(), "XLA_FLAGS": xla_flags()}
+  if point_env:
+    env["XLA_FLAGS (points)"] = point_env.get("XLA_FLAGS", "")
+    env["points"] = "single-threaded, one CPU core each (affinity)"
+  return env
+
+
+def md_table(header: Sequence[Any], body: Iterable[Sequence[Any]]) -> list[str]:
+  """A markdown table's lines ('|' inside a cell escaped)."""
+  lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+  return lines + ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in body]
+
+
+def compiled_memory(compiled) -> int | None:
+  """XLA's compiled memory of a `jax.jit(f).lower(...).compile()` result: temp + arguments + outputs, bytes."""
+  stats = compiled.memory_analysis()
+  if stats is None:
+    return None
+  return int(stats.temp_size_in_bytes + stats.argument_size_in_bytes + stats.output_size_in_bytes)
+
+
+def timed(fn: Callable[..., Any], *args) -> tuple[Any, float, float]:
+  """(fn(*args) once it is ready, wall seconds, process CPU seconds); CPU time sums XLA's threads and is less
+  sensitive than wall time to other processes competing for the cores."""
+  t0, c0 = time.perf_counter(), time.process_time()
+  out = jax.block_until_ready(fn(*args))
+  return out, time.perf_counter() - t0, time.process_time() - c0
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float, int]:
+  """(mean, sample std (0 for one value), n) over seeds."""
+  return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0, len(values)

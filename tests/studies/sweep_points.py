@@ -1,0 +1,70 @@
+"""The sweep points every study config produces, for the arguments its README uses; the golden file.
+
+  PYTHONPATH=$PWD python -m tests.studies.sweep_points      # rewrites tests/studies/sweep_points.json
+
+`test_sweep_points.py` regenerates this and compares it with the committed file, so a refactoring of a
+study config (or of what it calls) cannot change a study's points silently. The follow-up sweep is called
+with synthetic result rows (a fixed accuracy per main point), so its choice is pinned too. Config files are
+imported by path here, independently of the sweep runner.
+"""
+import importlib.util
+import inspect
+import json
+import os
+from typing import Any
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sweep_points.json")
+
+# study config (relative to the repo) -> the `:args` variants the READMEs and docstrings use.
+VARIANTS = {
+    "experiments/mqar/config.py": ["", "followup=True", "followup=True,best_seeds=3", "seeds=3", "tiny=True",
+                                   "tiny=True,followup=True", "arms=softmax+gla"],
+    "experiments/feature_maps/config.py": ["", "task=mqar", "task=lm", "tiny=True", "task=mqar,tiny=True",
+                                           "task=lm,tiny=True", "seeds=3", "task=lm,maps=elu1+relu"],
+    "experiments/decay/config.py": ["", "seeds=3", "task=lm", "tiny=True", "task=lm,tiny=True"],
+    "experiments/lm/config.py": ["", "tiny=True", "seeds=3", "mixers=softmax+gla"],
+}
+
+
+def _load(path: str):
+  spec = importlib.util.spec_from_file_location("_golden_" + path.replace("/", "_").replace(".", "_"),
+                                                os.path.join(REPO, path))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def _call(module, name: str, *args, arg: str):
+  fn = getattr(module, name, None)
+  if fn is None:
+    return None
+  return fn(*args, arg) if len(inspect.signature(fn).parameters) > len(args) else fn(*args)
+
+
+def _rows(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+  """Synthetic finished rows: a fixed, varied accuracy per point (so each arm has a distinct best lr)."""
+  return [{"_overrides": dict(p), "status": "ok", "accuracy": (37 * i % 101) / 100} for i, p in enumerate(points)]
+
+
+def dump() -> dict[str, Any]:
+  """{"path:arg": {"points": [...], "followup": [...] | None, "eval_args": [...] | None}}."""
+  out = {}
+  for path, args in VARIANTS.items():
+    module = _load(path)
+    for arg in args:
+      points = [dict(p) for p in _call(module, "get_sweep", arg=arg)]
+      followup = None
+      if hasattr(module, "get_followup_sweep"):
+        followup = [dict(p) for p in _call(module, "get_followup_sweep", _rows(points), arg=arg) or []]
+      out[f"{path}:{arg}"] = {"points": points, "followup": followup,
+                              "eval_args": _call(module, "get_eval_args", arg=arg)}
+  # Through JSON, as the golden file holds it (tuples become lists).
+  return json.loads(json.dumps(out))
+
+
+if __name__ == "__main__":
+  with open(GOLDEN, "w") as f:
+    json.dump(dump(), f, indent=1, sort_keys=True)
+    f.write("\n")
+  print(f"wrote {GOLDEN}")
