@@ -117,16 +117,22 @@ def main():
   parser.add_argument("--tries", type=int, default=10)
   parser.add_argument("--cases", default="flip,missing,lock,evalkill,sigkill,savekill")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--lock_tries", type=int, default=5)
+  parser.add_argument("--reference", default="", help="reuse this finished reference run (same ARGS)")
   a = parser.parse_args()
   rng = random.Random(a.seed)
   shutil.rmtree(a.out, ignore_errors=True)
   os.makedirs(a.out)
   results = {}
   t0 = time.time()
-  ref = os.path.join(a.out, "reference")
-  code, err = run(ref)
-  assert code == 0, err[-3000:]
+  ref = a.reference or os.path.join(a.out, "reference")
+  if not a.reference:
+    code, err = run(ref)
+    assert code == 0, err[-3000:]
   print(f"reference: {time.time() - t0:.0f}s", flush=True)
+
+  def note(case, i, **what):
+    print(f"  {case} try {i}: {what}  ({time.time() - t0:.0f}s)", flush=True)
 
   def report(case, **counts):
     results[case] = counts
@@ -150,6 +156,7 @@ def main():
       same = code == 0 and same_run(w, ref)
       detected += named and "restored the older checkpoint of step 16" in err
       lost += not same
+      note("flip", i, file=os.path.relpath(victim, w), bit=offset, named=named, same=same)
     report("flip", tries=a.tries, detected=detected, lost=lost)
 
   if "missing" in cases:
@@ -171,7 +178,7 @@ def main():
   if "lock" in cases:
     refused = lost = 0
     seconds = []
-    for i in range(a.tries // 2):
+    for i in range(a.lock_tries):
       w = os.path.join(a.out, f"lock{i}")
       first = start(w)
       at = rng.randint(1, 19)
@@ -183,7 +190,9 @@ def main():
       first.communicate()
       refused += code == 1 and len(error_lines(err)) == 1 and f"(pid {first.pid} on" in err
       lost += not (first.returncode == 0 and same_run(w, ref))
-    report("lock", tries=a.tries // 2, refused=refused, lost=lost, max_seconds_to_refuse=round(max(seconds), 1))
+      note("lock", i, second_started_at_step=at, second_rc=code, seconds=round(seconds[-1], 1),
+           message=error_lines(err)[:1])
+    report("lock", tries=a.lock_tries, refused=refused, lost=lost, max_seconds_to_refuse=round(max(seconds), 1))
 
   if "evalkill" in cases:
     completed = 0
@@ -193,6 +202,7 @@ def main():
       killed = code == -signal.SIGKILL and not any(r["step"] == 20 and "eval_loss" in r for r in read_metrics(w))
       code, err = run(w)
       completed += killed and code == 0 and same_run(w, ref)
+      note("evalkill", i, killed_before_eval=killed, rerun_rc=code)
     report("evalkill", tries=2, completed=completed)
 
   for case in ("sigkill", "savekill"):
@@ -221,7 +231,9 @@ def main():
       steps = [r["step"] for r in read_metrics(w)]
       where.append(max(steps) if steps else 0)
       code, err = run(w)
-      bitwise += code == 0 and same_run(w, ref)
+      same = code == 0 and same_run(w, ref)
+      bitwise += same
+      note(case, i, killed_after_metrics_step=where[-1], bitwise=same)
     report(case, tries=a.tries, bitwise=bitwise, killed_after_metrics_step=where, missed_attempts=missed)
 
   with open(os.path.join(a.out, "results.json"), "w") as f:
