@@ -84,6 +84,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
   if restart and is_primary:
     workdir_lib.restart(workdir)
   found = workdir_lib.progress(workdir)  # (before the Checkpointer creates checkpoints/)
+  refusal = workdir_lib.no_checkpoint_error(workdir, found) if found else None
   ckpt = checkpoint.Checkpointer(workdir, keep=int(config.train.keep_checkpoints))
   corpus = data.corpus_fingerprint(config.data)
   if ckpt.latest_step() is not None:
@@ -99,9 +100,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
     train_it.set_state(data_state)
     logging.info("resumed from %s at step %d", ckpt.directory, start)
   else:
-    if found:
+    if refusal is not None:
       ckpt.close()
-      raise workdir_lib.no_checkpoint_error(workdir, found)
+      raise refusal
     if is_primary and corpus:
       workdir_lib.check_corpus(workdir, *corpus, resuming=False)
     start, state = 0, steps.init_state(config, info.vocab_size, static, shardings)

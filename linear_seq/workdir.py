@@ -89,7 +89,8 @@ def progress(workdir: str) -> list[str]:
       found.append(CHECKPOINTED_FILE)
   ckpt_dir = os.path.join(workdir, "checkpoints")
   if os.path.isdir(ckpt_dir):
-    names = sorted(n for n in os.listdir(ckpt_dir) if n[:1].isdigit())
+    # Committed steps and quarantined ones; not orbax's '<step>.orbax-checkpoint-tmp*' (a save that never committed).
+    names = sorted(n for n in os.listdir(ckpt_dir) if n.split(".")[0].isdigit() and "tmp" not in n)
     if names:
       found.append(f"checkpoint directories {', '.join(names)}")
   if os.path.exists(os.path.join(workdir, "eval.json")):

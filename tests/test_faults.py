@@ -135,8 +135,9 @@ def test_progress_without_checkpoints_is_refused_until_restart(straight, tmp_pat
   if how == "emptied":
     os.mkdir(os.path.join(workdir, "checkpoints"))
   before = open(os.path.join(workdir, metrics.METRICS_FILE)).read()
+  where = "is missing" if how == "deleted" else "holds no checkpoint"
   with pytest.raises(workdir_lib.WorkdirError, match=r"shows progress \(checkpointed.json \(step 4 was "
-                     r"checkpointed\)\) but checkpoints/ (is missing|holds no checkpoint): refusing .* --restart"):
+                     rf"checkpointed\)\) but checkpoints/ {where}: refusing .* --restart"):
     train.train_and_evaluate(mqar(), workdir)
   assert open(os.path.join(workdir, metrics.METRICS_FILE)).read() == before  # history kept
   with pytest.raises(checkpoint.CheckpointError, match="no readable checkpoint in .*shows progress"):
@@ -144,6 +145,17 @@ def test_progress_without_checkpoints_is_refused_until_restart(straight, tmp_pat
   final = train.train_and_evaluate(mqar(), workdir, restart=True)
   assert final["step"] == 4
   assert_same_run(workdir, straight, 4)
+
+
+def test_kill_during_the_first_save_is_not_progress(tmp_path):
+  """Killed while the first checkpoint was written (only orbax's tmp directory exists): nothing restorable was
+  lost, so the rerun trains from step 0 without --restart."""
+  workdir = tmp_path / "run"
+  os.makedirs(workdir / "checkpoints" / "2.orbax-checkpoint-tmp-123")
+  (workdir / metrics.METRICS_FILE).write_text('{"step": 1, "train_loss": 4.0}\n{"step": 2, "train_loss": 3.9}\n')
+  assert workdir_lib.progress(str(workdir)) == []
+  os.makedirs(workdir / "checkpoints" / "2.corrupt")
+  assert workdir_lib.progress(str(workdir)) == ["checkpoint directories 2.corrupt"]
 
 
 def test_second_writer_on_a_locked_workdir_fails_at_once(straight, tmp_path):

@@ -10,8 +10,9 @@ uninterrupted reference run. Cases:
             checkpoint and ends bitwise equal to the reference.
   missing   checkpoints/ deleted after the run (metrics and config.json show 20 steps): refused = exit 1 with
             one line, metrics.jsonl unchanged; evaluate says "no readable checkpoint"; then --restart trains.
-  lock      a second trainer started at a random moment of a first one's run: refused = exit 1 at once naming
-            the holder's PID; nothing lost = the first run ends bitwise equal to the reference.
+  lock      a second trainer started at a random step of a first one's run (the first is SIGSTOPped meanwhile, so
+            it still holds the lock when the second gets past its imports; SIGCONT after): refused = exit 1 with
+            one line naming the holder's PID; nothing lost = the first run ends bitwise equal to the reference.
   evalkill  SIGKILL inside the final evaluation (after the final checkpoint): the rerun writes that evaluation.
   sigkill   SIGKILL once metrics.jsonl reaches a random step, rerun: bitwise.
   savekill  SIGKILL while a checkpoint is being written (its orbax tmp directory exists), rerun: bitwise.
@@ -118,6 +119,7 @@ def main():
   parser.add_argument("--cases", default="flip,missing,lock,evalkill,sigkill,savekill")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--lock_tries", type=int, default=5)
+  parser.add_argument("--save_index", type=int, default=-1, help="savekill: which save to hit (-1: random 0-4)")
   parser.add_argument("--reference", default="", help="reuse this finished reference run (same ARGS)")
   a = parser.parse_args()
   rng = random.Random(a.seed)
@@ -184,9 +186,11 @@ def main():
       at = rng.randint(1, 19)
       while first.poll() is None and not any(r["step"] >= at for r in read_metrics(w)):
         time.sleep(0.01)
+      first.send_signal(signal.SIGSTOP)  # the holder stays mid-run (lock held) while the second one starts
       tic = time.time()
       code, err = run(w)
       seconds.append(time.time() - tic)
+      first.send_signal(signal.SIGCONT)
       first.communicate()
       refused += code == 1 and len(error_lines(err)) == 1 and f"(pid {first.pid} on" in err
       lost += not (first.returncode == 0 and same_run(w, ref))
@@ -219,7 +223,7 @@ def main():
           at = rng.randint(1, 19)
           cond = lambda: any(r["step"] >= at for r in read_metrics(w))
         else:
-          skip = rng.randint(0, 4)  # which save to hit
+          skip = rng.randint(0, 4) if a.save_index < 0 else a.save_index  # which save to hit
           seen = set()
           def cond():
             tmp = glob.glob(os.path.join(w, "checkpoints", "*orbax-checkpoint-tmp*"))
