@@ -1,17 +1,26 @@
 """Checkpoints of a training run (the only module that touches orbax).
 
-Layout: workdir/checkpoints/<step>/{state, data}: `state` is the train-state pytree (params, optimizer state,
-non-trainable variables such as random projections, step) saved with StandardSave; `data` is the data
-iterator's state (it.get_state(), a JSON dict) saved with JsonSave. Restoring takes an abstract target whose
-leaves carry the shardings of the *current* mesh, so a checkpoint restores onto any device count.
+Layout: workdir/checkpoints/<step>/{state, data, manifest.json}: `state` is the train-state pytree (params,
+optimizer state, non-trainable variables such as random projections, step) saved with StandardSave; `data` is
+the data iterator's state (it.get_state(), a JSON dict) saved with JsonSave. Restoring takes an abstract target
+whose leaves carry the shardings of the *current* mesh, so a checkpoint restores onto any device count.
+
+Integrity: once orbax has committed a step, manifest.json records the size and sha256 of every other file of
+the step (integrity.py); restoring verifies them before orbax reads anything, so a flipped bit, a truncated,
+missing or extra file is reported naming the step and the file. A step without a manifest (saved before
+manifests existed, or a run killed in the moment between the commit and the manifest) restores with a warning.
 """
 import os
 import shutil
+import threading
 from typing import Any, Optional
 
 from absl import logging
 import jax
 import orbax.checkpoint as ocp
+
+from linear_seq import integrity
+from linear_seq import workdir as workdir_lib
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -41,6 +50,7 @@ class Checkpointer:
         max_to_keep=keep if keep > 0 and not read_only else None, save_interval_steps=0 if read_only else 1,
         create=not read_only, read_only=read_only, enable_async_checkpointing=use_async and not read_only)
     self._manager = ocp.CheckpointManager(self.directory, item_names=("state", "data"), options=options)
+    self._manifest_threads: list[threading.Thread] = []
 
   def all_steps(self) -> list[int]:
     return sorted(self._manager.all_steps())
@@ -53,11 +63,29 @@ class Checkpointer:
     """Saves (asynchronously: arrays are copied to host before this returns, so `state` may be donated after)."""
     self._manager.save(step, args=ocp.args.Composite(
         state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state or {})), force=True)
+    if jax.process_index() == 0:
+      self._manifest_threads = [t for t in self._manifest_threads if t.is_alive()]
+      thread = threading.Thread(target=self._write_manifest_after_commit, args=(step,), daemon=True,
+                                name=f"manifest-{step}")
+      thread.start()
+      self._manifest_threads.append(thread)
+
+  def _write_manifest_after_commit(self, step: int) -> None:
+    try:
+      self._manager.wait_until_finished()  # joins orbax's finalize thread (safe from several threads)
+    except Exception as e:  # pylint: disable=broad-except  (the trainer's own wait reports the save error)
+      logging.warning("checkpoint %d was not committed (%s): no manifest written", step, _first_line(e))
+      return
+    path = os.path.join(self.directory, str(step))
+    if os.path.isdir(path):  # (not removed meanwhile by keep=K)
+      integrity.write_manifest(path)
+      workdir_lib.mark_checkpointed(os.path.dirname(self.directory), step)
 
   def restore(self, target, step: Optional[int] = None, *, quarantine: bool = False):
     """Restores (step, state, data_state). `target`: abstract state (ShapeDtypeStructs with shardings).
 
-    step=None takes the latest checkpoint; when it is unreadable, older ones are tried with a warning (with
+    Each step is verified against its manifest first (a damaged step is not read at all).
+    step=None takes the latest checkpoint; when it is damaged or unreadable, older ones are tried with a warning (with
     quarantine=True, once an older one restores, the unreadable newer directories are renamed to
     '<step>.corrupt' so training can write those steps again; when none restores nothing is moved, so a rerun
     cannot silently start from scratch). An explicit step that is missing or unreadable raises CheckpointError.
@@ -71,40 +99,61 @@ class Checkpointer:
                             f"{', '.join(map(str, steps))}")
     candidates = [step] if step is not None else steps[::-1]
     errors, unreadable = [], []
+    integrity.quiet_orbax_read_errors()
     for s in candidates:
+      path = os.path.join(self.directory, str(s))
       try:
+        if not integrity.verify_manifest(path):
+          logging.warning("checkpoint %s has no integrity manifest (saved before manifests existed, or the run "
+                          "stopped right after saving it): restoring it unverified", path)
         out = self._manager.restore(s, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(target), data=ocp.args.JsonRestore()))
       except Exception as e:  # orbax raises many types (ValueError, FileNotFoundError, tensorstore errors)
-        path = os.path.join(self.directory, str(s))
-        message = f"checkpoint {path} is corrupt or unreadable: {type(e).__name__}: {_first_line(e)}"
+        if isinstance(e, integrity.DamagedError):
+          message = f"checkpoint of step {s} is damaged: {e}"
+        else:
+          message = f"checkpoint {path} is corrupt or unreadable: {type(e).__name__}: {_first_line(e)}"
         errors.append(message)
         if step is not None:
           raise CheckpointError(message) from e
-        logging.warning("%s; falling back to an older checkpoint", message)
-        unreadable.append(path)
+        unreadable.append(path)  # (reported below once an older one restores, or in the error: one line a step)
         continue
+      for message in errors:
+        logging.warning("%s; falling back to an older checkpoint", message)
       if quarantine and unreadable and jax.process_index() == 0:
         for path in unreadable:
-          shutil.move(path, path + ".corrupt")
-          logging.warning("moved %s to %s.corrupt", path, path)
+          moved, n = path + ".corrupt", 1
+          while os.path.exists(moved):
+            moved, n = f"{path}.corrupt{n}", n + 1
+          shutil.move(path, moved)
+          logging.warning("moved %s to %s", path, moved)
         self._manager.reload()
       if s != candidates[0]:
         logging.warning("restored the older checkpoint of step %d instead of step %d", s, candidates[0])
       return s, out["state"], dict(out["data"] or {})
-    raise CheckpointError("no readable checkpoint in " + self.directory + ":\n  " + "\n  ".join(errors))
+    raise CheckpointError(f"no readable checkpoint in {self.directory} (tried {len(errors)}; nothing was moved):"
+                          "\n  " + "\n  ".join(errors))
 
   def reload(self) -> None:
     self._manager.reload()
 
   def wait(self) -> None:
+    """Waits for pending saves and their manifests."""
     self._manager.wait_until_finished()
+    for thread in self._manifest_threads:
+      thread.join()
+    self._manifest_threads = []
 
   def close(self) -> None:
-    self._manager.wait_until_finished()
+    self.wait()
     self._manager.close()
 
 
 def _first_line(e: Exception) -> str:
   text = str(e).strip().splitlines()
-  return text[0][:300] if text else ""
+  line = text[0] if text else ""
+  line = line.split(" See full TensorStore details")[0]  # (followed by an unreadable pybind repr)
+  cause = e.__cause__ or e.__context__
+  if cause is not None and cause is not e and len(line) < 200:
+    line += f" ({type(cause).__name__}: {_first_line(cause)[:150]})"
+  return line[:300]

@@ -21,6 +21,7 @@ import ml_collections
 import numpy as np
 
 from linear_seq import checkpoint
+from linear_seq import cli
 from linear_seq import config_lib
 from linear_seq import data
 from linear_seq import eval_lib
@@ -30,6 +31,7 @@ from linear_seq import plugins
 from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import validation
+from linear_seq import workdir as workdir_lib
 
 EVAL_FILE = "eval.json"
 POSITION_LOSS_FILE = "position_loss.json"
@@ -48,6 +50,7 @@ def define_flags() -> None:
   flags.DEFINE_string("prompt", "ROMEO:", "Prompt for --generate (text datasets; synthetic: a validation prefix).")
   flags.DEFINE_float("temperature", 0.8, "Sampling temperature for --generate (0 = greedy).")
   flags.DEFINE_integer("seed", 0, "Sampling seed for --generate.")
+  cli.define_verbose_flag()
   flags.mark_flags_as_required(["workdir"])
 
 
@@ -69,10 +72,17 @@ def restore(workdir: str, step: Optional[int] = None,
   if ckpt is None or not ckpt.all_steps():
     if ckpt is not None:
       ckpt.close()
+    found = workdir_lib.progress(workdir)
+    if found:
+      raise checkpoint.CheckpointError(f"no readable checkpoint in {workdir!r}: it shows progress "
+                                       f"({'; '.join(found)}) but {checkpoint.checkpoint_dir(workdir)} holds none")
     raise checkpoint.CheckpointError(f"no checkpoints in {workdir!r}: nothing has been trained there yet "
                                      "(python -m linear_seq.main --config=... --workdir=...)")
   try:
-    config = config_lib.load_saved(workdir)
+    try:
+      config = config_lib.load_saved(workdir)
+    except ValueError as e:  # (FileNotFoundError is an OSError: reported as is)
+      raise validation.ConfigError(str(e)) from e
     if config_overrides:
       try:
         config = config_lib.apply_overrides(config, config_overrides)
@@ -81,7 +91,15 @@ def restore(workdir: str, step: Optional[int] = None,
     info = validation.check_config(config) if need_data else _saved_info(config, workdir)
     mesh = sharding.make_mesh()
     static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
-    step, state, _ = ckpt.restore(checkpoint.abstract_like(abstract, shardings), step=step)
+    latest = ckpt.latest_step()
+    try:  # the latest step unless told which: a damaged latest is refused, not replaced by an older one
+      step, state, _ = ckpt.restore(checkpoint.abstract_like(abstract, shardings),
+                                    step=latest if step is None else step)
+    except checkpoint.CheckpointError as e:
+      older = [s for s in ckpt.all_steps() if s != (latest if step is None else step)]
+      hint = (f"; not evaluated: pick another with --step (available: {', '.join(map(str, older))})" if older
+              else "; not evaluated (no other checkpoint)")
+      raise checkpoint.CheckpointError(f"{e}{hint}") from e
   finally:
     ckpt.close()
   return Restored(config, info, static, step, state)
@@ -151,7 +169,10 @@ def _parse_flags(argv: list[str]) -> list[str]:
   """absl parses the flags; the --config.a.b=value overrides (for the workdir's config.json) stay in argv for
   main, which parses them against the saved config."""
   overrides = [arg for arg in argv[1:] if arg.startswith("--config.")]
-  return FLAGS([arg for arg in argv if arg not in overrides]) + overrides
+  try:
+    return FLAGS([arg for arg in argv if arg not in overrides]) + overrides
+  except flags.Error as e:  # e.g. --step=abc: one line, not a traceback
+    sys.exit(f"error: {e}")
 
 
 def main(argv):
@@ -164,10 +185,8 @@ def main(argv):
   sharding.maybe_initialize_distributed()  # before any other JAX call
   metrics_lib.quiet_library_logs()
   workdir = FLAGS.workdir
-  try:
+  with cli.one_line_errors(checkpoint.CheckpointError, validation.ConfigError, FileNotFoundError):
     restored = restore(workdir, FLAGS.step, overrides)
-  except (checkpoint.CheckpointError, validation.ConfigError, FileNotFoundError) as e:
-    sys.exit(f"error: {e}")
   # Every process computes (the arrays are global); only process 0 writes and prints.
   is_primary = jax.process_index() == 0
   result = evaluate_restored(workdir, restored, split=FLAGS.split, position_loss=FLAGS.position_loss)

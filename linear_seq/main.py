@@ -1,23 +1,25 @@
 """Trains a model from a config file; resumes from the workdir's latest checkpoint automatically.
 
-Config errors (also an evaluation that cannot run), checkpoint errors and a non-finite loss exit 1 with one line.
+Config errors (also an evaluation that cannot run), checkpoint errors, a workdir in use by another run or with
+progress but no checkpoint, and a non-finite loss exit 1 with one line (--verbose adds the traceback).
+--restart trains from step 0 on purpose (removes the workdir's checkpoints and metrics first).
 
   python -m linear_seq.main --config=configs/default.py[:mixer=gla,tiny=True] --workdir=runs/default \
       [--config.model.mixer=retention --config.train.num_steps=100 ...]
 """
-import sys
-
 from absl import app
 from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
 from linear_seq import checkpoint
+from linear_seq import cli
 from linear_seq import config_lib
 from linear_seq import metrics as metrics_lib
 from linear_seq import sharding
 from linear_seq import train
 from linear_seq import validation
+from linear_seq import workdir as workdir_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics.jsonl and config.json (resumed from).")
@@ -29,6 +31,8 @@ flags.DEFINE_integer("num_processes", 0, "Multi-process: number of processes (0 
 flags.DEFINE_integer("process_id", -1, "Multi-process: this process's index (-1 = auto-detect).")
 flags.DEFINE_integer("distributed_timeout", 0, "Multi-process: seconds for initialization, heartbeat and "
                      "shutdown (0 = JAX's defaults, minutes); a dead peer ends the run within about this.")
+flags.DEFINE_bool("restart", False, "Start over from step 0: removes the workdir's checkpoints and metrics first.")
+cli.define_verbose_flag()
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -38,12 +42,11 @@ def main(argv):
   metrics_lib.quiet_library_logs()
   sharding.maybe_initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
                                         FLAGS.distributed_timeout)
-  try:
+  cli.load_config_flag()  # a config file that does not load: one line
+  with cli.one_line_errors(validation.ConfigError, FloatingPointError, checkpoint.CheckpointError,
+                           workdir_lib.WorkdirError):
     config = _config()
-    final = train.train_and_evaluate(config, FLAGS.workdir)
-  except (validation.ConfigError, FloatingPointError, checkpoint.CheckpointError) as e:
-    logging.error("%s", e)
-    sys.exit(f"error: {e}")
+    final = train.train_and_evaluate(config, FLAGS.workdir, restart=FLAGS.restart)
   logging.info("done: %s", final)
 
 

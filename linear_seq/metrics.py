@@ -8,7 +8,8 @@ so compilation is not in it.
 
 metrics.jsonl holds one JSON object per line: train lines {step, train_loss, learning_rate, tokens_per_sec, ...}
 and eval lines {step, eval_loss, eval_accuracy?, ...}. On resume from step S the lines with step > S are dropped
-first, so the file reads as one uninterrupted run.
+first, so the file reads as one uninterrupted run (the trainer holds the workdir's lock, so no other writer
+appends meanwhile; the truncated file replaces the old one atomically).
 """
 import json
 import logging as pylogging
@@ -43,12 +44,30 @@ def quiet_library_logs() -> None:
     handler.addFilter(_LibraryInfoFilter())
 
 
-def read_metrics(workdir: str) -> list[dict]:
+def read_metrics(workdir: str, *, quiet: bool = False) -> list[dict]:
+  """The records of workdir/metrics.jsonl; unparsable lines (a last line cut short by a crash) are skipped with
+  a warning (none with quiet=True)."""
   path = os.path.join(workdir, METRICS_FILE)
-  if not os.path.exists(path):
+  if not os.path.isfile(path):
     return []
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
+  out, bad = [], []
+  with open(path, errors="replace") as f:
+    for i, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        bad.append(i)
+        continue
+      if isinstance(record, dict) and isinstance(record.get("step", 0), int):
+        out.append(record)
+      else:
+        bad.append(i)
+  if bad and not quiet:
+    logging.warning("%s: skipped %d unparsable line(s) (line %s; e.g. cut short by a crash)", path, len(bad),
+                    ", ".join(map(str, bad[:5])))
+  return out
 
 
 def truncate_metrics(path: str, last_step: int) -> int:
@@ -63,7 +82,7 @@ def truncate_metrics(path: str, last_step: int) -> int:
       except json.JSONDecodeError:  # a line cut short by a crash
         dropped += 1
         continue
-      if record.get("step", 0) <= last_step:
+      if isinstance(record, dict) and isinstance(record.get("step", 0), int) and record.get("step", 0) <= last_step:
         kept.append(line if line.endswith("\n") else line + "\n")
       else:
         dropped += 1

@@ -1,10 +1,13 @@
 """train_and_evaluate(config, workdir): the training loop with evaluation, checkpoints and metrics.
 
 A workdir holds config.json, metrics.jsonl, tensorboard/ and checkpoints/<step>/. Starting in a workdir with
-checkpoints resumes from the latest one (train state and data iterator), so N steps + restart + N steps
-gives the same losses as 2N steps straight. A non-finite loss or gradient norm stops the run naming the step;
+checkpoints resumes from the latest intact one (train state and data iterator), so N steps + restart + N steps
+gives the same losses as 2N steps straight. One run at a time holds the workdir (workdir.py's lock); a workdir
+with progress but no restorable checkpoint is refused unless restart=True; an evaluation interrupted after
+its step's checkpoint is run on resume. A non-finite loss or gradient norm stops the run naming the step;
 nothing after the last finite step is saved. An evaluation that cannot run raises validation.ConfigError.
 """
+import contextlib
 import time
 from typing import Any, Optional
 
@@ -25,6 +28,7 @@ from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import validation
 from linear_seq.mixers import random_projection
+from linear_seq import workdir as workdir_lib
 
 # Config fields whose change makes a workdir's checkpoints unusable (the model's shapes or the data stream; other
 # changes, e.g. train.num_steps or the learning rate, are fine: the optimizer state has a fixed structure).
@@ -54,8 +58,12 @@ def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> No
     saved = config_lib.load_saved(workdir)
   except FileNotFoundError:
     return
+  except (ValueError, OSError) as e:  # invalid JSON, unreadable
+    raise validation.ConfigError(f"cannot read the config this run was trained with: {e}; restore config.json, "
+                                 "or start over with --restart") from e
   changed = config_lib.diff(saved, config)
-  bad = [k for k in changed if k.startswith(_INCOMPATIBLE)]
+  bad = [k for k in changed if k.startswith(_INCOMPATIBLE)
+         and not (k == "data.path" and workdir_lib.same_folder(workdir, saved.data.path, config.data.path))]
   if bad:
     raise validation.ConfigError(f"{workdir} holds checkpoints of a different model or data: {', '.join(bad)} changed "
                       f"(e.g. {bad[0]}: saved {_get(saved, bad[0])!r}, now {_get(config, bad[0])!r}); "
@@ -70,9 +78,18 @@ def _get(config, dotted: str):
   return config
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-  """Trains config.train.num_steps steps (resuming from workdir's latest checkpoint); returns the final
-  metrics {step, train_loss, eval_loss, (bits_per_byte | eval_accuracy), num_params, ...}."""
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, restart: bool = False) -> dict[str, Any]:
+  """Trains config.train.num_steps steps (resuming from workdir's latest checkpoint; restart=True removes the
+  workdir's checkpoints and metrics first); returns the final metrics {step, train_loss, eval_loss,
+  (bits_per_byte | eval_accuracy), num_params, ...}. Holds the workdir's lock throughout (WorkdirError at once
+  if another run holds it)."""
+  with contextlib.ExitStack() as stack:
+    if jax.process_index() == 0:
+      stack.enter_context(workdir_lib.lock(workdir))
+    return _train_and_evaluate(config, workdir, restart=restart)
+
+
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, restart: bool) -> dict[str, Any]:
   info = validation.check_config(config)
   mesh = make_mesh(config)
   sharding.check_batch_size(int(config.data.batch_size), mesh)
@@ -83,13 +100,30 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                                 seq_len=int(config.data.seq_len), seed=int(config.data.shuffle_seed),
                                 shard_index=jax.process_index(), shard_count=jax.process_count(), repeat=True)
 
+  if restart and is_primary:
+    workdir_lib.restart(workdir)
+  found = workdir_lib.progress(workdir)  # (before the Checkpointer creates checkpoints/)
+  refusal = workdir_lib.no_checkpoint_error(workdir, found) if found else None
   ckpt = checkpoint.Checkpointer(workdir, keep=int(config.train.keep_checkpoints))
+  corpus = data.corpus_fingerprint(config.data)
   if ckpt.latest_step() is not None:
     _check_workdir_config(config, workdir)
-    start, state, data_state = ckpt.restore(checkpoint.abstract_like(abstract, shardings), quarantine=True)
+    try:
+      start, state, data_state = ckpt.restore(checkpoint.abstract_like(abstract, shardings), quarantine=True)
+    except checkpoint.CheckpointError as e:
+      ckpt.close()
+      raise checkpoint.CheckpointError(f"{e}\nnot resuming; to start over on purpose pass --restart (removes "
+                                       "its checkpoints and metrics) or use a new --workdir") from e
+    if is_primary and corpus:
+      workdir_lib.check_corpus(workdir, *corpus, resuming=True)
     train_it.set_state(data_state)
     logging.info("resumed from %s at step %d", ckpt.directory, start)
   else:
+    if refusal is not None:
+      ckpt.close()
+      raise refusal
+    if is_primary and corpus:
+      workdir_lib.check_corpus(workdir, *corpus, resuming=False)
     start, state = 0, steps.init_state(config, info.vocab_size, static, shardings)
   if is_primary:
     config_lib.save_config(config, workdir)
@@ -112,6 +146,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   last_good = ckpt.latest_step()
   profiler = profiling.Profiler(config.train.get("profile_steps", ""), workdir)
   try:
+    if start and (start % config.train.eval_every == 0 or start == num_steps) and not _evaluated(workdir, start):
+      logging.info("step %d was checkpointed but not evaluated (interrupted): evaluating it now", start)
+      line = _eval_line(state, static, config, info, start)
+      writer.write(start, line)
+      final.update(line)
     for step in range(start + 1, num_steps + 1):
       state = _maybe_redraw(state, static, shardings, config, step)
       batch = sharding.global_batch(next(train_it), mesh)
@@ -145,14 +184,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         ckpt.save(step, state, train_it.get_state())
         last_good = step
       if do_eval:
-        try:
-          with jax.set_mesh(mesh):
-            result = eval_lib.run_eval(state, static, config, info)
-        except ValueError as e:  # e.g. a validation split that gives no tokens: a config problem, one line
-          raise validation.ConfigError(f"evaluation at step {step} failed: {e}") from e
-        line = {"eval_loss": result["eval_loss"]}
-        line.update({"bits_per_byte": result["bits_per_byte"]} if "bits_per_byte" in result
-                    else {"eval_accuracy": result["accuracy"]})
+        line = _eval_line(state, static, config, info, step)
         writer.write(step, line)
         final.update(line)
       paused += time.perf_counter() - tic  # evaluation and saving are not training throughput
@@ -164,6 +196,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     logging.info("%s is already trained to step %d (train.num_steps=%d)", workdir, start, num_steps)
     final.update(_last_logged(workdir))
   return final
+
+
+def _eval_line(state, static, config, info, step: int) -> dict[str, float]:
+  try:
+    with jax.set_mesh(static.mesh):   # the mixers' op calls find the seq axis here (mixers/seq_shard.py)
+      result = eval_lib.run_eval(state, static, config, info)
+  except ValueError as e:  # e.g. a validation split that gives no tokens: a config problem, one line
+    raise validation.ConfigError(f"evaluation at step {step} failed: {e}") from e
+  line = {"eval_loss": result["eval_loss"]}
+  line.update({"bits_per_byte": result["bits_per_byte"]} if "bits_per_byte" in result
+              else {"eval_accuracy": result["accuracy"]})
+  return line
+
+
+def _evaluated(workdir: str, step: int) -> bool:
+  return any(r.get("step") == step and "eval_loss" in r for r in metrics_lib.read_metrics(workdir, quiet=True))
 
 
 def _check_finite(pending: list[tuple[int, jax.Array, jax.Array]], last_good: Optional[int],

@@ -1,6 +1,7 @@
 """Config validation before anything compiles: ConfigError and check_config (train and evaluate both use them)."""
 import ml_collections
 
+from linear_seq import bounds
 from linear_seq import data
 from linear_seq import mixers
 from linear_seq import ops
@@ -26,6 +27,7 @@ def check_config(config: ml_collections.ConfigDict):
   optimizer values that cannot work (ModelConfig's and optim's checks). Plug-in modules (config.imports) are
   imported first. Returns the dataset info."""
   try:
+    bounds.check_bounds(config)
     plugins.import_modules(config)
     info = data.dataset_info(config.data)
     for name in layer_mixer_names(config.model):

@@ -236,9 +236,12 @@ def test_evaluate_empty_workdir_and_corrupt_checkpoint(straight, tmp_path):
   workdir = str(tmp_path / "corrupt")
   shutil.copytree(straight[0], workdir)
   shutil.rmtree(os.path.join(workdir, "checkpoints", "4", "state"))
-  with pytest.raises(checkpoint.CheckpointError, match="checkpoints/4 is corrupt or unreadable"):
+  with pytest.raises(checkpoint.CheckpointError, match="step 4 is damaged: .*checkpoints/4/state/.* is missing"):
     evaluate.evaluate(workdir, step=4)
-  assert evaluate.evaluate(workdir)["step"] == 2  # latest unreadable: falls back (with a warning)
+  with pytest.raises(checkpoint.CheckpointError, match=r"step 4 is damaged: .*missing; not evaluated: pick another "
+                     r"with --step \(available: 2\)"):
+    evaluate.evaluate(workdir)  # a damaged latest is refused, not silently replaced by an older step
+  assert evaluate.evaluate(workdir, step=2)["step"] == 2
   assert json.load(open(os.path.join(workdir, "config.json")))["data"]["dataset"] == "mqar"
 
 

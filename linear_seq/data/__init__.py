@@ -8,6 +8,7 @@ Plug-ins: @data.register_dataset('name'[, kind='synthetic']), @data.register_tok
 tokenizer.py).
 """
 from linear_seq.data.registry import DATASETS
+from linear_seq.data.registry import corpus_fingerprint
 from linear_seq.data.registry import DatasetInfo
 from linear_seq.data.registry import dataset_info
 from linear_seq.data.registry import make_examples
@@ -19,5 +20,5 @@ from linear_seq.data.tokenizer import ByteTokenizer
 from linear_seq.data.tokenizer import TOKENIZERS
 from linear_seq.data.tokenizer import register_tokenizer
 
-__all__ = ["DATASETS", "DatasetInfo", "dataset_info", "make_examples", "make_iterator", "register_dataset",
-           "restored_info", "save_tokenizer", "ByteTokenizer", "TOKENIZERS", "register_tokenizer"]
+__all__ = ["DATASETS", "corpus_fingerprint", "DatasetInfo", "dataset_info", "make_examples", "make_iterator",
+           "register_dataset", "restored_info", "save_tokenizer", "ByteTokenizer", "TOKENIZERS", "register_tokenizer"]

@@ -136,6 +136,15 @@ def save_tokenizer(info: DatasetInfo, workdir: str) -> None:
     info.tokenizer.save(workdir)
 
 
+def corpus_fingerprint(config: Any) -> tuple[str, str] | None:
+  """(fingerprint, real folder path) of a local corpus (local_text), None for the others: a run resumed on a
+  corpus whose fingerprint changed would continue its data iterator on other data."""
+  if config.dataset != "local_text":
+    return None
+  folder = local_text.check_folder(config.path)
+  return local_text.fingerprint(folder), os.path.realpath(folder)
+
+
 def make_examples(config: Any, split: str, *, seq_len: int, seed: int) -> pipeline.Examples:
   """Random-access examples of a split (text: packed rows of the prepared corpus; synthetic: generated)."""
   kind = _kind(config)

@@ -1,0 +1,54 @@
+"""One-line errors for the entry points: a user mistake prints `error: ...` and exits 1, without a traceback
+(--verbose prints it too). Programming errors keep their traceback."""
+import contextlib
+import os
+import sys
+import traceback
+from typing import Iterator
+
+from absl import flags
+
+
+def define_verbose_flag() -> None:
+  if "verbose" not in flags.FLAGS:
+    flags.DEFINE_bool("verbose", False, "Print the traceback of an error, not only its one-line message.")
+
+
+def fail(message: str) -> None:
+  sys.stderr.write(f"error: {message}\n")
+  sys.stderr.flush()
+  sys.exit(1)
+
+
+@contextlib.contextmanager
+def one_line_errors(*types: type) -> Iterator[None]:
+  """Turns the exception `types` raised inside into `error: <message>` + exit code 1."""
+  try:
+    yield
+  except types as e:  # pylint: disable=catching-non-exception
+    if flags.FLAGS.is_parsed() and "verbose" in flags.FLAGS and flags.FLAGS.verbose:
+      traceback.print_exc()
+    fail(str(e).strip() or type(e).__name__)
+
+
+def load_config_flag(name: str = "config"):
+  """FLAGS.<name> of config_flags.DEFINE_config_file, or one error line if the file does not load (config_flags
+  defers the error to the first use of the config)."""
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+
+  config = getattr(flags.FLAGS, name)
+  try:
+    config.keys()
+  except Exception as e:  # pylint: disable=broad-except  (whatever the config file raised)
+    try:
+      filename = config_flags.get_config_filename(flags.FLAGS[name])
+    except Exception:  # pylint: disable=broad-except
+      filename = "?"
+    if filename != "?" and not os.path.exists(filename):
+      fail(f"--{name}: the config file {filename!r} does not exist")
+    cause = e
+    while cause.__cause__ is not None:
+      cause = cause.__cause__
+    lines = [l.strip() for l in str(cause).strip().splitlines() if l.strip()]
+    fail(f"--{name}: cannot load {filename!r}: {type(cause).__name__}: {lines[-1] if lines else ''}")
+  return config
