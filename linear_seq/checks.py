@@ -28,6 +28,20 @@ def check_choice(what: str, value, valid) -> None:
     raise ValueError(f"unknown {what} {value!r}; valid: {', '.join(map(str, valid))}")
 
 
+def registrar(table: dict, name: str) -> Callable[[Any], Any]:
+  """Decorator adding its argument to `table` under `name` (the mixer and tokenizer registries)."""
+  def add(obj):
+    table[name] = obj
+    return obj
+  return add
+
+
+def lookup(what: str, table: dict, name: str):
+  """table[name]; ValueError naming the valid names otherwise."""
+  check_choice(what, name, tuple(table))
+  return table[name]
+
+
 def check_shape(name: str, x, expected: tuple, legend: str = "") -> None:
   """expected: tuple of ints or None (any size)."""
   shape = tuple(np.shape(x))

@@ -18,6 +18,8 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
+from linear_seq import checks
+
 NUM_BYTES = 256
 BOS_ID = 256
 PAD_ID = 257
@@ -28,17 +30,12 @@ TOKENIZERS: dict[str, type] = {}
 
 def register_tokenizer(name: str) -> Callable[[type], type]:
   """Class decorator: `@register_tokenizer('mine')` makes `--config.data.tokenizer=mine` use the class."""
-  def add(cls: type) -> type:
-    TOKENIZERS[name] = cls
-    return cls
-  return add
+  return checks.registrar(TOKENIZERS, name)
 
 
 def get_tokenizer(name: str) -> type:
   """The tokenizer class registered under `name`; ValueError listing the valid names otherwise."""
-  if name not in TOKENIZERS:
-    raise ValueError(f"unknown tokenizer {name!r}; valid: {', '.join(TOKENIZERS)}")
-  return TOKENIZERS[name]
+  return checks.lookup("tokenizer", TOKENIZERS, name)
 
 
 @register_tokenizer("byte")

@@ -12,6 +12,7 @@ short convs and need the block's model.conv_width = 0.
 A user's mixer (same interface) registers from its own module: `@linear_seq.mixers.register('mine')` on the
 class, then `--config.imports=my_module --config.model.mixer=mine` (see examples/).
 """
+from linear_seq import checks
 from linear_seq.mixers.deltanet import DeltaNet
 from linear_seq.mixers.gla import GatedLinearAttention
 from linear_seq.mixers.linear import LinearAttention
@@ -34,17 +35,12 @@ MIXERS = {
 
 def register(name: str):
   """Class decorator adding a mixer class to MIXERS under `name`."""
-  def add(cls: type) -> type:
-    MIXERS[name] = cls
-    return cls
-  return add
+  return checks.registrar(MIXERS, name)
 
 
 def get(name: str) -> type:
   """The mixer class registered under `name`; ValueError listing the valid names otherwise."""
-  if name not in MIXERS:
-    raise ValueError(f"unknown mixer {name!r}; valid: {', '.join(MIXERS)}")
-  return MIXERS[name]
+  return checks.lookup("mixer", MIXERS, name)
 
 
 __all__ = ["MIXERS", "get", "register", "RandomProjection", "SoftmaxAttention", "LinearAttention", "Retention",

@@ -25,24 +25,15 @@ from linear_seq import checks
 from linear_seq.ops import delta_chunk
 from linear_seq.ops import recurrence as recurrence_lib
 
-MODES = ("recurrent", "parallel", "chunk", "assoc")
+MODES = recurrence_lib.MODES
 
 
 def _validate(q, k, v, beta, log_decay, initial_state, mode, chunk_size, seq_axis):
   if seq_axis is not None:
     raise NotImplementedError(f"delta_rule: seq_axis={seq_axis!r} is not implemented yet; "
                               "expected None (unsharded)")
-  checks.check_choice("mode", mode, MODES)
-  checks.check_positive_int("chunk_size", chunk_size)
-  if np.ndim(q) != 4:
-    raise ValueError(f"q has shape {list(np.shape(q))}, expected 4 dims [B, T, H, K]")
-  B, T, H, K = np.shape(q)
-  checks.check_shape("k", k, (B, T, H, K), "[B, T, H, K] (same as q)")
-  checks.check_shape("v", v, (B, T, H, None), "[B, T, H, V] (B, T, H as q)")
+  B, T, H, K, V = recurrence_lib._validate(q, k, v, initial_state, mode, chunk_size)  # mode, sizes, shapes
   checks.check_shape("beta", beta, (B, T, H), "[B, T, H]")
-  V = np.shape(v)[-1]
-  if initial_state is not None:
-    checks.check_shape("initial_state", initial_state, (B, H, K, V), "[B, H, K, V]")
   checks.if_concrete(beta, lambda b: np.all((b >= 0) & (b <= 2)), _beta_message)   # NaN fails too
   if log_decay is not None:
     checks.if_concrete(log_decay, lambda a: np.all(a <= 0), recurrence_lib._log_decay_message)
