@@ -24,8 +24,8 @@ from linear_seq import train
 from linear_seq import validation
 from linear_seq import workdir as workdir_lib
 from linear_seq.data import local_text
-from tests.cli_env import REPO
-from tests.cli_env import cli_env
+from tests.helpers import REPO
+from tests.helpers import cli_env
 from tests.test_train import TEXT
 from tests.test_train import mqar
 from tests.test_train import tiny

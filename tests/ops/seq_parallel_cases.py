@@ -125,7 +125,7 @@ def run_case(case, key):
   import jax.numpy as jnp
   import numpy as np
   from jax.sharding import Mesh, PartitionSpec as P
-  from tests.ops.helpers import random_like, rel_rms
+  from tests.helpers import random_like, rel_rms
   op, mode, gate, init, reset, mesh_name, cs = case
   q, k, v, d, h0, r, W = _inputs(case, key)
   if mesh_name == "data4":   # batch only: a 1-D mesh, no seq_axis

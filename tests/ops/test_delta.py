@@ -21,7 +21,7 @@ from linear_seq import ops
 from linear_seq.ops import delta as delta_lib
 from linear_seq.ops import delta_chunk
 from linear_seq.ops.reference import delta_rule_reference
-from tests.ops.helpers import assert_close, random_like, rel_rms, vjp_grads
+from tests.helpers import assert_close, random_like, rel_rms, vjp_grads
 
 VALUE_TOL = 1e-5
 GRAD_TOL = 2e-5
