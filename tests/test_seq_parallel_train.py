@@ -21,7 +21,8 @@ from linear_seq import train
 from linear_seq import validation
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-TOL = 1e-5
+TOL = 1e-5        # loss (relative)
+GRAD_TOL = 2e-5   # gradients (relative RMS per leaf; the repo's float32 gradient tolerance)
 
 SCRIPT = textwrap.dedent("""
     import json, os, sys
@@ -95,7 +96,7 @@ def test_seq_mesh_matches_one_device(tmp_path):
   for mixer in ("linear", "retention", "gla", "mamba2"):
     for mesh in ("seq4", "data2seq2"):
       r = result[f"{mixer}-{mesh}"]
-      assert r["loss"] <= TOL and r["grads"] <= TOL, (mixer, mesh, r)
+      assert r["loss"] <= TOL and r["grads"] <= GRAD_TOL, (mixer, mesh, r)
       assert r["decode_equal"], (mixer, mesh)
   losses = [r["train_loss"] for r in metrics.read_metrics(one) if "train_loss" in r]
   assert len(losses) == 3
