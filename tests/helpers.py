@@ -123,13 +123,21 @@ def make_inputs(T, K, V, gate, strength, resets, init, seed=0, B=2, H=2):
   s0 = r.normal(size=(B, H, K, V)).astype(np.float32) if init else None
   if gate is None:
     return q, k, v, None, s0
+  g = random_log_decay(r, gate, strength, resets, (B, T, H, K))
+  return q, k, v, g.astype(np.float32), s0
+
+
+def random_log_decay(r, gate, strength, resets, shape_BTHK):
+  """log α of a gate kind ('fixed' [H], 'scalar' [B,T,H], 'vector' [B,T,H,K]) and strength ('weak' −0.01..−0.1,
+  'strong' −15..−25 per step, 'mixed' 30% strong), with −inf resets at T//3 and T−1 when asked (float64)."""
+  B, T, H, K = shape_BTHK
   shape = {"fixed": (H,), "scalar": (B, T, H), "vector": (B, T, H, K)}[gate]
   weak = -r.uniform(0.01, 0.1, size=shape)
   strong = -r.uniform(15.0, 25.0, size=shape)
   g = {"weak": weak, "strong": strong, "mixed": np.where(r.random(shape) < 0.3, strong, weak)}[strength]
   if resets:
     g[:, [T // 3, T - 1]] = -np.inf
-  return q, k, v, g.astype(np.float32), s0
+  return g
 
 
 def recurrence_cotangents(q, v, s0):

@@ -21,7 +21,7 @@ from linear_seq import ops
 from linear_seq.ops import delta as delta_lib
 from linear_seq.ops import delta_chunk
 from linear_seq.ops.reference import delta_rule_reference
-from tests.helpers import assert_close, random_like, rel_rms, vjp_grads
+from tests.helpers import assert_close, random_like, random_log_decay, rel_rms, vjp_grads
 
 VALUE_TOL = 1e-5
 GRAD_TOL = 2e-5
@@ -55,12 +55,7 @@ def make_inputs(T, K, V, gate, strength, resets, init, beta="uniform", seed=0):
   s0 = r.normal(size=(B, H, K, V)).astype(np.float32) if init else None
   if gate is None:
     return q, k, v, b, None, s0
-  shape = {"fixed": (H,), "scalar": (B, T, H), "vector": (B, T, H, K)}[gate]
-  weak = -r.uniform(0.01, 0.1, size=shape)
-  strong = -r.uniform(15.0, 25.0, size=shape)
-  g = {"weak": weak, "strong": strong, "mixed": np.where(r.random(shape) < 0.3, strong, weak)}[strength]
-  if resets:
-    g[:, [T // 3, T - 1]] = -np.inf
+  g = random_log_decay(r, gate, strength, resets, (B, T, H, K))
   return q, k, v, b, g.astype(np.float32), s0
 
 
