@@ -36,8 +36,21 @@ def model_config() -> ml_collections.ConfigDict:
   m.num_heads = 4
   # MLP hidden width as a multiple of d_model; 0 = no MLP in the blocks (Zoology's MQAR models).
   m.mlp_ratio = 4
-  # Short causal depthwise conv width before the mixer (Based/Zoology); 0 = none (deltanet, mamba2 need 0).
+  # Short causal depthwise conv width (Based/Zoology/fla); 0 = none (with conv_on=input deltanet, mamba2 need 0).
   m.conv_width = 0
+  # Where that conv goes: input (once on the block's input) | qkv (on q, k, v after their projections, as in
+  # fla's layers, for softmax/linear/retention/gla; s4 keeps it on its input; deltanet, mamba2 use their own).
+  m.conv_on = "input"
+  # Block norms (before the mixer and the MLP, and the final one): rms (RMSNorm) | layer (LayerNorm).
+  m.norm = "rms"
+  # Parameter init: default (each module's own; Linear: LeCun normal) | gpt2 (Linear N(0, 0.02^2), residual
+  # output projections / sqrt(2 num_layers), biases 0).
+  m.init = "default"
+  # Absolute position information added to the token embedding for every mixer: none | learned (max_len
+  # positions; cannot extrapolate past them, so off for length-generalization studies).
+  m.input_pos = "none"
+  # retention, gla, deltanet: swish output gate y = W_o(swish(x W_g) * norm(o)); False = W_o(norm(o)).
+  m.output_gate = True
   # Tie the output head to the embedding matrix.
   m.tie_embeddings = True
   # Compute dtype: float32 | bfloat16 (params stay float32).
@@ -48,7 +61,7 @@ def model_config() -> ml_collections.ConfigDict:
   m.chunk_size = 16
   # softmax: positional encoding none | learned | rope.
   m.pos_encoding = "rope"
-  # softmax (learned positions): the longest sequence it supports.
+  # softmax (pos_encoding=learned) and input_pos=learned: number of learned positions (later ones reuse the last).
   m.max_len = 2048
   # linear: feature map by name (identity relu elu1 exp sincos taylor favor rbf).
   m.feature_map = "elu1"

@@ -5,9 +5,14 @@
   logits [B,T,V] f32, state = lm(tokens [B,T], *, segment_ids=None, state=None)
   tokens [B,T0+n] = generate(lm, prompt [B,T0], n, temperature=1.0, key=key)
 
-Blocks are pre-norm: x += mixer(conv(RMSNorm(x))); x += MLP(RMSNorm(x)). The LM state is a list with
-one dict per layer: {'mixer': the mixer's state, 'conv': last conv_width−1 inputs [B,W−1,D]} ('conv'
-only with conv_width > 0).
+Blocks are pre-norm: x += mixer(conv(norm(x))); x += MLP(norm(x)), norm RMSNorm or LayerNorm (model.norm).
+The short conv (conv_width > 0) sits on the block input (conv_on='input') or, with conv_on='qkv', inside
+mixers that have q/k/v projections (softmax, linear, retention, gla: `mixers.qkv_conv`); mixers without them
+(s4, a plug-in without `supports_qkv_conv`) keep it on their input, and deltanet/mamba2 always use their own.
+input_pos='learned' adds a learned absolute position embedding (positions within the document, the last one
+reused past max_len) to the token embedding. The LM state is a list with one dict per layer: {'mixer': the
+mixer's state, 'conv': last conv_width−1 inputs [B,W−1,D]} ('conv' only with a block conv); with learned
+input positions the first layer's dict also holds 'pos' [B] int32, the position of the next token.
 """
 import dataclasses
 import functools
@@ -16,11 +21,15 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from linear_seq import mixers, ops
+from linear_seq import mixers, ops, param_init
+from linear_seq.mixers import segments
 from linear_seq.mixers.short_conv import ShortConv
 from linear_seq.checks import check_choice
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+NORMS = ("rms", "layer")
+CONV_PLACES = ("input", "qkv")
+INPUT_POSITIONS = ("none", "learned")
 
 
 def _floats(value) -> tuple[float, ...]:
@@ -50,6 +59,11 @@ class ModelConfig:
   num_heads: int = 4
   mlp_ratio: float = 4
   conv_width: int = 0
+  conv_on: str = "input"
+  norm: str = "rms"
+  init: str = "default"
+  input_pos: str = "none"
+  output_gate: bool = True
   tie_embeddings: bool = True
   dtype: str = "float32"
   mode: str = ""
@@ -94,20 +108,34 @@ class ModelConfig:
     for name in self.mixers:
       mixers.get(name)  # ValueError listing the valid names
     check_choice("model.dtype", self.dtype, tuple(DTYPES))
+    check_choice("model.norm", self.norm, NORMS)
+    check_choice("model.conv_on", self.conv_on, CONV_PLACES)
+    check_choice("model.init", self.init, param_init.SCHEMES)
+    check_choice("model.input_pos", self.input_pos, INPUT_POSITIONS)
     if self.mode:
       check_choice("model.mode", self.mode, tuple(ops.MODES) + tuple(ops.SSM_MODES))
     if self.mlp_ratio < 0 or self.conv_width < 0 or self.conv_width == 1:
       raise ValueError(f"need mlp_ratio >= 0 and conv_width 0 or >= 2, got {self.mlp_ratio}, "
                        f"{self.conv_width}")
     own_conv = sorted({n for n in self.mixers if getattr(mixers.get(n), "owns_short_conv", False)})
-    if self.conv_width and own_conv:
+    if self.conv_width and own_conv and self.conv_on == "input":
       raise ValueError(f"model.conv_width={self.conv_width}: {', '.join(own_conv)} apply their own short "
-                       f"convs and the block's would come on top; set model.conv_width=0")
+                       f"convs and the block's would come on top; set model.conv_width=0 or "
+                       f"model.conv_on=qkv")
 
   @property
   def mixers(self) -> tuple[str, ...]:
     """The mixer name of every layer."""
     return self.layer_mixers or (self.mixer,) * self.num_layers
+
+  def block_conv(self, mixer_name: str) -> bool:
+    """Whether the block with this mixer applies the short conv to its input."""
+    if not self.conv_width:
+      return False
+    cls = mixers.get(mixer_name)
+    if self.conv_on == "qkv":
+      return not (getattr(cls, "supports_qkv_conv", False) or getattr(cls, "owns_short_conv", False))
+    return True
 
   @property
   def compute_dtype(self):
@@ -121,6 +149,12 @@ class ModelConfig:
     if not values["vocab_size"]:
       raise ValueError("vocab_size is 0 in the config and not given: pass the dataset's vocab_size")
     return cls(**values)
+
+
+def make_norm(cfg: ModelConfig, *, rngs: nnx.Rngs) -> nnx.Module:
+  """RMSNorm or LayerNorm (model.norm) over d_model."""
+  cls = nnx.RMSNorm if cfg.norm == "rms" else nnx.LayerNorm
+  return cls(cfg.d_model, dtype=cfg.compute_dtype, rngs=rngs)
 
 
 class MLP(nnx.Module):
@@ -139,11 +173,12 @@ class Block(nnx.Module):
 
   def __init__(self, cfg: ModelConfig, mixer_name: str, *, rngs: nnx.Rngs):
     dt = cfg.compute_dtype
-    self.mixer_norm = nnx.RMSNorm(cfg.d_model, dtype=dt, rngs=rngs)
-    self.conv = ShortConv(cfg.d_model, cfg.conv_width, dtype=dt, rngs=rngs) if cfg.conv_width else None
+    self.mixer_norm = make_norm(cfg, rngs=rngs)
+    self.conv = (ShortConv(cfg.d_model, cfg.conv_width, dtype=dt, rngs=rngs) if cfg.block_conv(mixer_name)
+                 else None)
     self.mixer = mixers.get(mixer_name).from_config(cfg, rngs=rngs)
     hidden = int(round(cfg.mlp_ratio * cfg.d_model))
-    self.mlp_norm = nnx.RMSNorm(cfg.d_model, dtype=dt, rngs=rngs) if hidden else None
+    self.mlp_norm = make_norm(cfg, rngs=rngs) if hidden else None
     self.mlp = MLP(cfg.d_model, hidden, dtype=dt, rngs=rngs) if hidden else None
 
   def init_state(self, batch_size: int, max_len: int) -> dict:
@@ -169,21 +204,27 @@ class Block(nnx.Module):
 
 
 class LM(nnx.Module):
-  """Token embedding, num_layers blocks, final RMSNorm, tied or untied head; float32 logits."""
+  """Token embedding (+ learned positions), num_layers blocks, final norm, tied or untied head; float32 logits."""
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
     self.cfg = cfg
     dt = cfg.compute_dtype
     self.embed = nnx.Embed(cfg.vocab_size, cfg.d_model, dtype=dt,
                            embedding_init=nnx.initializers.normal(0.02), rngs=rngs)
+    self.pos_embed = nnx.Embed(cfg.max_len, cfg.d_model, dtype=dt, embedding_init=nnx.initializers.normal(0.02),
+                               rngs=rngs) if cfg.input_pos == "learned" else None
     self.blocks = nnx.List([Block(cfg, name, rngs=rngs) for name in cfg.mixers])
-    self.final_norm = nnx.RMSNorm(cfg.d_model, dtype=dt, rngs=rngs)
+    self.final_norm = make_norm(cfg, rngs=rngs)
     self.head = None if cfg.tie_embeddings else nnx.Linear(
         cfg.d_model, cfg.vocab_size, use_bias=False, dtype=jnp.float32, rngs=rngs)
+    param_init.apply(self, cfg.init, num_layers=cfg.num_layers, key=rngs.params())
 
   def init_state(self, batch_size: int, max_len: int) -> list:
     """Fresh decode state for sequences up to max_len tokens (max_len only sizes softmax's cache)."""
-    return [block.init_state(batch_size, max_len) for block in self.blocks]
+    state = [block.init_state(batch_size, max_len) for block in self.blocks]
+    if self.pos_embed is not None:
+      state[0]["pos"] = jnp.zeros((batch_size,), jnp.int32)
+    return state
 
   def state_size(self, seq_len: int) -> int:
     """Floats per sequence held by the decode state after seq_len tokens, summed over layers."""
@@ -192,11 +233,18 @@ class LM(nnx.Module):
   def __call__(self, tokens, *, segment_ids=None, state=None):
     if state is not None and len(state) != len(self.blocks):
       raise ValueError(f"state has {len(state)} layers, the model {len(self.blocks)}")
-    x = self.embed(jnp.asarray(tokens, jnp.int32)).astype(self.cfg.compute_dtype)
+    tokens = jnp.asarray(tokens, jnp.int32)
+    x = self.embed(tokens).astype(self.cfg.compute_dtype)
+    if self.pos_embed is not None:
+      B, T = tokens.shape
+      pos_BT = segments.positions(segment_ids, jnp.zeros((B,), jnp.int32) if state is None else state[0]["pos"], T)
+      x = x + self.pos_embed(jnp.minimum(pos_BT, self.cfg.max_len - 1)).astype(x.dtype)
     new_state = []
     for i, block in enumerate(self.blocks):
       x, s = block(x, state=None if state is None else state[i], segment_ids=segment_ids)
       new_state.append(s)
+    if self.pos_embed is not None:
+      new_state[0]["pos"] = pos_BT[:, -1] + 1
     h = self.final_norm(x).astype(jnp.float32)
     if self.head is None:
       logits = h @ self.embed.embedding[...].astype(jnp.float32).T

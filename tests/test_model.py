@@ -55,6 +55,10 @@ BAD_CONFIGS = [
     (dict(mlp_ratio=-1), "need mlp_ratio >= 0 and conv_width 0 or >= 2, got -1, 0"),
     (dict(layer_mixers="mamba2,softmax,deltanet", num_layers=3, conv_width=4),
      "model.conv_width=4: deltanet, mamba2 apply their own short convs .*; set model.conv_width=0"),
+    (dict(norm="batch"), "unknown model.norm 'batch'; valid: rms, layer"),
+    (dict(conv_on="out"), "unknown model.conv_on 'out'; valid: input, qkv"),
+    (dict(init="xavier"), "unknown model.init 'xavier'; valid: default, gpt2"),
+    (dict(input_pos="rope"), "unknown model.input_pos 'rope'; valid: none, learned"),
 ]
 
 
@@ -195,3 +199,37 @@ def test_param_label_on_real_paths_and_redraw():
   assert not np.allclose(mixer.projection[...], before_w)
   after = fwd(mixer, x)
   assert not np.allclose(before, after)
+
+
+def test_independent_model_options():
+  """conv_on=qkv, LayerNorm, GPT-2 init, learned input positions, no output gate: where each goes, the init's
+  statistics, greedy decode == full forwards (the position counter and the q/k/v conv caches), and packed
+  documents restart their positions."""
+  cfg = model_lib.ModelConfig(**TINY, layer_mixers="softmax,gla,s4,deltanet", num_layers=4, conv_width=3,
+                              conv_on="qkv", norm="layer", init="gpt2", input_pos="learned", output_gate=False,
+                              pos_encoding="none")
+  lm = model_lib.LM(cfg, rngs=nnx.Rngs(0))
+  softmax, gla, s4, delta = lm.blocks
+  assert softmax.conv is None and gla.conv is None and delta.conv is None and s4.conv is not None
+  assert softmax.mixer.qkv_conv is not None and gla.mixer.qkv_conv is not None
+  assert gla.mixer.r_proj is None and delta.mixer.g_proj is None
+  assert isinstance(lm.final_norm, nnx.LayerNorm) and isinstance(softmax.mixer_norm, nnx.LayerNorm)
+  q = np.concatenate([np.ravel(b.mixer.q_proj.kernel[...]) for b in (softmax, gla, delta)])
+  o = np.concatenate([np.ravel(b.mixer.o_proj.kernel[...]) for b in (softmax, gla, delta)]
+                     + [np.ravel(b.mlp.down.kernel[...]) for b in lm.blocks])
+  assert abs(np.std(q) / 0.02 - 1) < 0.1 and abs(np.mean(q)) < 0.003
+  assert abs(np.std(o) / (0.02 / np.sqrt(8)) - 1) < 0.1
+  assert np.all(np.asarray(softmax.mlp.up.bias[...]) == 0)
+  prompt = jax.random.randint(jax.random.key(1), (2, 5), 0, V)
+  out = model_lib.generate(lm, prompt, 4, temperature=0.0)
+  graphdef, params = nnx.split(lm)
+  fwd = jax.jit(lambda p, t, s=None: nnx.merge(graphdef, p)(t, segment_ids=s)[0])
+  buf = jnp.zeros((2, 9), jnp.int32).at[:, :5].set(prompt)
+  for i in range(4):
+    buf = buf.at[:, 5 + i].set(jnp.argmax(fwd(params, buf)[:, 4 + i], axis=-1))
+  np.testing.assert_array_equal(out, buf)
+  # A packed row [doc A (4 tokens), doc B (5 tokens)]: doc B's logits equal doc B alone (in a 9-token row).
+  seg = jnp.asarray([[1] * 4 + [2] * 5] * 2)
+  packed = fwd(params, buf, seg)[:, 4:]
+  alone = fwd(params, jnp.concatenate([buf[:, 4:], buf[:, :4]], axis=1))[:, :5]
+  np.testing.assert_allclose(packed, alone, rtol=2e-5, atol=2e-5)

@@ -29,7 +29,8 @@ class DeltaNet(nnx.Module):
   transition, Grazzi et al. 2025). gate: 'none' (α = 1, DeltaNet), 'scalar' (Gated DeltaNet:
   log α = −exp(A_log)·softplus(x W_a + dt_bias), one per head, Mamba-2's parametrization and init, see
   `dt_gate`) or 'channel' (KDA: the same with x W_a a rank-`gate_rank` projection to K channels per head,
-  dt_bias per channel, A_log per head). Output y = W_o (HeadNorm(o) ⊙ swish(x W_g)).
+  dt_bias per channel, A_log per head). Output y = W_o (HeadNorm(o) ⊙ swish(x W_g)); output_gate=False:
+  y = W_o HeadNorm(o) (no g projection).
   segment_ids: log α = −inf at a document's first token (exact reset).
   State: {'S': [B, H, K, V] float32, 'conv': [B, conv_width−1, 3·d_model]}.
   """
@@ -37,7 +38,8 @@ class DeltaNet(nnx.Module):
 
   def __init__(self, d_model: int, num_heads: int, *, gate: str = "none", beta: str = "sigmoid",
                gate_rank: int = 16, conv_width: int = 4, dt_min: float = 1e-3, dt_max: float = 1e-1,
-               mode: str = "", chunk_size: int = 64, dtype=jnp.float32, rngs: nnx.Rngs):
+               mode: str = "", chunk_size: int = 64, output_gate: bool = True, dtype=jnp.float32,
+               rngs: nnx.Rngs):
     check_choice("deltanet gate", gate, GATES)
     check_choice("deltanet beta", beta, BETAS)
     if d_model % num_heads:
@@ -49,7 +51,8 @@ class DeltaNet(nnx.Module):
     self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
     H, K = num_heads, self.head_dim
     lin = lambda n_out: nnx.Linear(d_model, n_out, use_bias=False, dtype=dtype, rngs=rngs)
-    self.q_proj, self.k_proj, self.v_proj, self.g_proj, self.o_proj = (lin(d_model) for _ in range(5))
+    self.q_proj, self.k_proj, self.v_proj, self.o_proj = (lin(d_model) for _ in range(4))
+    self.g_proj = lin(d_model) if output_gate else None
     self.b_proj = lin(H)
     self.conv = ShortConv(3 * d_model, conv_width, dtype=dtype, rngs=rngs)
     if gate == "scalar":
@@ -67,8 +70,8 @@ class DeltaNet(nnx.Module):
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "DeltaNet":
     return cls(cfg.d_model, cfg.num_heads, gate=cfg.delta_gate, beta=cfg.delta_beta,
                gate_rank=cfg.gate_rank, dt_min=cfg.dt_min, dt_max=cfg.dt_max,
-               mode=modes.linear_mode(cfg.mode), chunk_size=cfg.chunk_size, dtype=cfg.compute_dtype,
-               rngs=rngs)
+               mode=modes.linear_mode(cfg.mode), chunk_size=cfg.chunk_size, output_gate=cfg.output_gate,
+               dtype=cfg.compute_dtype, rngs=rngs)
 
   def init_state(self, batch_size: int, max_len: int = 0) -> dict:
     del max_len
@@ -109,4 +112,6 @@ class DeltaNet(nnx.Module):
         q_BTHK, k_BTHK, v_BTHK, beta_BTH, log_a, initial_state=state.get("S"),
         mode=self.mode if T > 1 else "recurrent", chunk_size=self.chunk_size)
     o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
-    return self.o_proj(o_BTD * jax.nn.swish(self.g_proj(x_BTD))), {"S": S, "conv": conv_state}
+    if self.g_proj is not None:
+      o_BTD = o_BTD * jax.nn.swish(self.g_proj(x_BTD))
+    return self.o_proj(o_BTD), {"S": S, "conv": conv_state}

@@ -4,9 +4,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
-from linear_seq.mixers import modes, segments, seq_shard
+from linear_seq.mixers import modes, qkv_conv, segments, seq_shard
 from linear_seq.mixers.head_norm import HeadNorm
-from linear_seq.mixers.heads import project_heads
 
 
 class GatedLinearAttention(nnx.Module):
@@ -16,11 +15,14 @@ class GatedLinearAttention(nnx.Module):
   τ = 16), a vector over K per head (vector_gate) or one scalar per head. Output as in the GLA paper:
   y = W_o (swish(x W_r) ⊙ GroupNorm(o)). K = V = d_model / H (the paper's K = d_model/2 is not used).
   segment_ids: log α = −inf at a document's first token. State: S [B,H,K,V] float32.
+  output_gate=False: y = W_o GroupNorm(o) (no swish gate; the r projection is not created).
+  qkv_conv_width > 0: short convs on q, k, v after their projections; state {'core': S, 'conv': ...}.
   """
+  supports_qkv_conv = True
 
   def __init__(self, d_model: int, num_heads: int, *, gate_rank: int = 16, gate_temperature: float = 16.0,
-               vector_gate: bool = True, mode: str = "", chunk_size: int = 64, dtype=jnp.float32,
-               rngs: nnx.Rngs):
+               vector_gate: bool = True, mode: str = "", chunk_size: int = 64, output_gate: bool = True,
+               qkv_conv_width: int = 0, dtype=jnp.float32, rngs: nnx.Rngs):
     if d_model % num_heads:
       raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
     if gate_temperature <= 0:
@@ -31,7 +33,9 @@ class GatedLinearAttention(nnx.Module):
     self.gate_temperature, self.vector_gate = float(gate_temperature), vector_gate
     self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
     lin = lambda: nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
-    self.q_proj, self.k_proj, self.v_proj, self.r_proj, self.o_proj = lin(), lin(), lin(), lin(), lin()
+    self.q_proj, self.k_proj, self.v_proj, self.o_proj = lin(), lin(), lin(), lin()
+    self.r_proj = lin() if output_gate else None
+    self.qkv_conv = qkv_conv.maybe(d_model, qkv_conv_width, dtype=dtype, rngs=rngs)
     gate_out = d_model if vector_gate else num_heads
     self.gate_down = nnx.Linear(d_model, gate_rank, use_bias=False, dtype=dtype, rngs=rngs)
     self.gate_up = nnx.Linear(gate_rank, gate_out, use_bias=True, dtype=dtype, rngs=rngs)
@@ -41,16 +45,19 @@ class GatedLinearAttention(nnx.Module):
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "GatedLinearAttention":
     return cls(cfg.d_model, cfg.num_heads, gate_rank=cfg.gate_rank, gate_temperature=cfg.gate_temperature,
                vector_gate=cfg.vector_gate, mode=modes.linear_mode(cfg.mode),
-               chunk_size=cfg.chunk_size,
+               chunk_size=cfg.chunk_size, output_gate=cfg.output_gate, qkv_conv_width=qkv_conv.width(cfg),
                dtype=cfg.compute_dtype, rngs=rngs)
 
-  def init_state(self, batch_size: int, max_len: int = 0) -> jax.Array:
+  def init_state(self, batch_size: int, max_len: int = 0):
     del max_len
-    return jnp.zeros((batch_size, self.num_heads, self.head_dim, self.head_dim), jnp.float32)
+    S = jnp.zeros((batch_size, self.num_heads, self.head_dim, self.head_dim), jnp.float32)
+    conv = None if self.qkv_conv is None else self.qkv_conv.init_state(batch_size)
+    return qkv_conv.join_state(S, conv, self.qkv_conv)
 
   def state_size(self, seq_len: int = 0) -> int:
     del seq_len
-    return self.num_heads * self.head_dim * self.head_dim
+    conv = 0 if self.qkv_conv is None else self.qkv_conv.state_size()
+    return self.num_heads * self.head_dim * self.head_dim + conv
 
   def log_forget(self, x_BTD) -> jax.Array:
     """log α: [B,T,H,K] (vector gate) or [B,T,H] (scalar gate), float32, ≤ 0."""
@@ -62,7 +69,10 @@ class GatedLinearAttention(nnx.Module):
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
     B, T, _ = x_BTD.shape
     H, K = self.num_heads, self.head_dim
-    q_BTHK, k_BTHK, v_BTHK = project_heads(x_BTD, (self.q_proj, self.k_proj, self.v_proj), H)
+    state, conv_state = qkv_conv.split_state(state, self.qkv_conv)
+    (q_BTHK, k_BTHK, v_BTHK), conv_state = qkv_conv.project(
+        x_BTD, (self.q_proj, self.k_proj, self.v_proj), H, self.qkv_conv, state=conv_state,
+        segment_ids=segment_ids)
     log_a = self.log_forget(x_BTD)
     reset_BT = segments.reset_log_decay(segment_ids)
     if reset_BT is not None:
@@ -73,4 +83,6 @@ class GatedLinearAttention(nnx.Module):
             q, k, v, g, initial_state=s, mode=mode, chunk_size=self.chunk_size, seq_axis=seq_axis),
         (q_BTHK, k_BTHK, v_BTHK, log_a, state), "ttttb")
     o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
-    return self.o_proj(jax.nn.swish(self.r_proj(x_BTD)) * o_BTD), state
+    if self.r_proj is not None:
+      o_BTD = jax.nn.swish(self.r_proj(x_BTD)) * o_BTD
+    return self.o_proj(o_BTD), qkv_conv.join_state(state, conv_state, self.qkv_conv)

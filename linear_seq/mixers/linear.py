@@ -7,9 +7,8 @@ from flax import nnx
 
 from linear_seq import ops
 from linear_seq.mixers import random_projection as rp
-from linear_seq.mixers import modes, segments, seq_shard
+from linear_seq.mixers import modes, qkv_conv, segments, seq_shard
 from linear_seq.mixers.head_norm import HeadNorm
-from linear_seq.mixers.heads import project_heads
 from linear_seq.checks import check_choice
 
 RANDOM_FEATURE_MAPS = ("favor", "rbf")
@@ -41,11 +40,13 @@ class LinearAttention(nnx.Module):
   TransNormer) or 'none'. decay: fixed a per head (eq. 10-11; with the denominator the (1−a) cancels).
   segment_ids: the state resets at a document's first token (the op's `reset`).
   State: (S [B,H,K',V], z [B,H,K']) with the denominator, else S [B,H,K',V], float32; K' = feature dim.
+  qkv_conv_width > 0: short convs on q, k, v after their projections; state {'core': the above, 'conv': ...}.
   """
+  supports_qkv_conv = True
 
   def __init__(self, d_model: int, num_heads: int, *, feature_map: str = "elu1", num_features: int = 64,
                normalize: str = "", decay: tuple = (), mode: str = "", chunk_size: int = 64,
-               dtype=jnp.float32, rngs: nnx.Rngs):
+               qkv_conv_width: int = 0, dtype=jnp.float32, rngs: nnx.Rngs):
     if d_model % num_heads:
       raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
     phi = ops.feature_map(feature_map)  # raises on an unknown name, listing the valid maps
@@ -67,6 +68,7 @@ class LinearAttention(nnx.Module):
       self.log_decay_H = None
     lin = lambda: nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
     self.q_proj, self.k_proj, self.v_proj, self.o_proj = lin(), lin(), lin(), lin()
+    self.qkv_conv = qkv_conv.maybe(d_model, qkv_conv_width, dtype=dtype, rngs=rngs)
     self.projection = (rp.RandomProjection(rp.draw(rngs.params(), self.head_dim, num_features))
                        if feature_map in RANDOM_FEATURE_MAPS else None)
     if self.normalize == "norm":
@@ -80,25 +82,30 @@ class LinearAttention(nnx.Module):
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "LinearAttention":
     return cls(cfg.d_model, cfg.num_heads, feature_map=cfg.feature_map, num_features=cfg.num_features,
                normalize=cfg.normalize, decay=cfg.decay, mode=modes.linear_mode(cfg.mode),
-               chunk_size=cfg.chunk_size,
+               chunk_size=cfg.chunk_size, qkv_conv_width=qkv_conv.width(cfg),
                dtype=cfg.compute_dtype, rngs=rngs)
 
   def init_state(self, batch_size: int, max_len: int = 0):
     del max_len  # constant-size state
     S = jnp.zeros((batch_size, self.num_heads, self.feature_dim, self.head_dim), jnp.float32)
     if self.normalize == "denominator":
-      return S, jnp.zeros((batch_size, self.num_heads, self.feature_dim), jnp.float32)
-    return S
+      S = S, jnp.zeros((batch_size, self.num_heads, self.feature_dim), jnp.float32)
+    conv = None if self.qkv_conv is None else self.qkv_conv.init_state(batch_size)
+    return qkv_conv.join_state(S, conv, self.qkv_conv)
 
   def state_size(self, seq_len: int = 0) -> int:
     del seq_len
     n = self.num_heads * self.feature_dim * self.head_dim
-    return n + (self.num_heads * self.feature_dim if self.normalize == "denominator" else 0)
+    n += self.num_heads * self.feature_dim if self.normalize == "denominator" else 0
+    return n + (0 if self.qkv_conv is None else self.qkv_conv.state_size())
 
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
     B, T, _ = x_BTD.shape
     H, K = self.num_heads, self.head_dim
-    q_BTHK, k_BTHK, v_BTHK = project_heads(x_BTD, (self.q_proj, self.k_proj, self.v_proj), H)
+    state, conv_state = qkv_conv.split_state(state, self.qkv_conv)
+    (q_BTHK, k_BTHK, v_BTHK), conv_state = qkv_conv.project(
+        x_BTD, (self.q_proj, self.k_proj, self.v_proj), H, self.qkv_conv, state=conv_state,
+        segment_ids=segment_ids)
     projection = None
     if self.projection is not None:
       q_BTHK, k_BTHK = q_BTHK * K ** -0.25, k_BTHK * K ** -0.25
@@ -116,4 +123,4 @@ class LinearAttention(nnx.Module):
         (q_BTHK, k_BTHK, v_BTHK, reset, projection, state), "ttttrb")
     if self.normalize == "norm":
       o_BTHK = self.out_norm(o_BTHK)
-    return self.o_proj(o_BTHK.reshape(B, T, H * K)), state
+    return self.o_proj(o_BTHK.reshape(B, T, H * K)), qkv_conv.join_state(state, conv_state, self.qkv_conv)

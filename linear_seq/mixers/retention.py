@@ -6,9 +6,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
-from linear_seq.mixers import modes, segments, seq_shard
+from linear_seq.mixers import modes, qkv_conv, segments, seq_shard
 from linear_seq.mixers.head_norm import HeadNorm
-from linear_seq.mixers.heads import project_heads
 from linear_seq.mixers.rope import rope
 from linear_seq.checks import check_choice
 
@@ -30,10 +29,14 @@ class Retention(nnx.Module):
   in the document, so q_t·k_s depends on t − s — RetNet's xPos rotation Θ without its length-extrapolation
   scaling. State: S [B,H,K,V] float32; with 'rope' a dict {'S': S, 'pos': [B] int32 (position of the next
   token in its document)}.
+  output_gate=False: y = W_o GroupNorm(o) (no swish gate; the g projection is not created).
+  qkv_conv_width > 0: short convs on q, k, v after their projections; state {'core': the above, 'conv': ...}.
   """
+  supports_qkv_conv = True
 
   def __init__(self, d_model: int, num_heads: int, *, gamma: tuple = (), pos_encoding: str = "none",
-               mode: str = "", chunk_size: int = 64, dtype=jnp.float32, rngs: nnx.Rngs):
+               mode: str = "", chunk_size: int = 64, output_gate: bool = True, qkv_conv_width: int = 0,
+               dtype=jnp.float32, rngs: nnx.Rngs):
     check_choice("retention positional encoding", pos_encoding, POS_ENCODINGS)
     if d_model % num_heads:
       raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
@@ -49,27 +52,36 @@ class Retention(nnx.Module):
     self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
     self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
     lin = lambda: nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
-    self.q_proj, self.k_proj, self.v_proj, self.g_proj, self.o_proj = lin(), lin(), lin(), lin(), lin()
+    self.q_proj, self.k_proj, self.v_proj, self.o_proj = lin(), lin(), lin(), lin()
+    self.g_proj = lin() if output_gate else None
+    self.qkv_conv = qkv_conv.maybe(d_model, qkv_conv_width, dtype=dtype, rngs=rngs)
     self.out_norm = HeadNorm(num_heads, self.head_dim)
 
   @classmethod
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "Retention":
     return cls(cfg.d_model, cfg.num_heads, gamma=cfg.gamma, pos_encoding=cfg.retention_pos_encoding,
-               mode=modes.linear_mode(cfg.mode), chunk_size=cfg.chunk_size, dtype=cfg.compute_dtype, rngs=rngs)
+               mode=modes.linear_mode(cfg.mode), chunk_size=cfg.chunk_size, output_gate=cfg.output_gate,
+               qkv_conv_width=qkv_conv.width(cfg), dtype=cfg.compute_dtype, rngs=rngs)
 
   def init_state(self, batch_size: int, max_len: int = 0):
     del max_len
     S = jnp.zeros((batch_size, self.num_heads, self.head_dim, self.head_dim), jnp.float32)
-    return dict(S=S, pos=jnp.zeros((batch_size,), jnp.int32)) if self.pos_encoding == "rope" else S
+    core = dict(S=S, pos=jnp.zeros((batch_size,), jnp.int32)) if self.pos_encoding == "rope" else S
+    conv = None if self.qkv_conv is None else self.qkv_conv.init_state(batch_size)
+    return qkv_conv.join_state(core, conv, self.qkv_conv)
 
   def state_size(self, seq_len: int = 0) -> int:
     del seq_len
-    return self.num_heads * self.head_dim * self.head_dim
+    conv = 0 if self.qkv_conv is None else self.qkv_conv.state_size()
+    return self.num_heads * self.head_dim * self.head_dim + conv
 
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
     B, T, _ = x_BTD.shape
     H, K = self.num_heads, self.head_dim
-    q_BTHK, k_BTHK, v_BTHK = project_heads(x_BTD, (self.q_proj, self.k_proj, self.v_proj), H)
+    state, conv_state = qkv_conv.split_state(state, self.qkv_conv)
+    (q_BTHK, k_BTHK, v_BTHK), conv_state = qkv_conv.project(
+        x_BTD, (self.q_proj, self.k_proj, self.v_proj), H, self.qkv_conv, state=conv_state,
+        segment_ids=segment_ids)
     rotary = self.pos_encoding == "rope"
     S_BHKV = state["S"] if rotary and state is not None else state
     if rotary:
@@ -86,4 +98,6 @@ class Retention(nnx.Module):
         (q_BTHK, k_BTHK, v_BTHK, log_decay, S_BHKV), "ttt" + ("t" if log_decay.ndim == 3 else "r") + "b")
     o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
     new_state = dict(S=S_BHKV, pos=pos_BT[:, -1] + 1) if rotary else S_BHKV
-    return self.o_proj(jax.nn.swish(self.g_proj(x_BTD)) * o_BTD), new_state
+    if self.g_proj is not None:
+      o_BTD = jax.nn.swish(self.g_proj(x_BTD)) * o_BTD
+    return self.o_proj(o_BTD), qkv_conv.join_state(new_state, conv_state, self.qkv_conv)

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
-from linear_seq.mixers import segments
+from linear_seq.mixers import qkv_conv, segments
 from linear_seq.mixers.rope import rope
 from linear_seq.checks import check_choice, if_concrete
 
@@ -20,10 +20,13 @@ class SoftmaxAttention(nnx.Module):
   State (the KV cache): dict(k [B,L,H,K], v [B,L,H,K], segment [B,L] int32 document index of each cached
   key, index int32 (filled slots), pos [B] int32 (position of the next token in its document)).
   Without a state the call returns a cache of exactly T slots; decoding needs `init_state(B, max_len)`.
+  qkv_conv_width > 0: short convs on q, k, v after their projections (`qkv_conv`); the state is then
+  {'core': the cache above, 'conv': the conv's last inputs}.
   """
+  supports_qkv_conv = True
 
   def __init__(self, d_model: int, num_heads: int, *, pos_encoding: str = "rope", max_len: int = 2048,
-               dtype=jnp.float32, rngs: nnx.Rngs):
+               qkv_conv_width: int = 0, dtype=jnp.float32, rngs: nnx.Rngs):
     check_choice("positional encoding", pos_encoding, POS_ENCODINGS)
     if d_model % num_heads:
       raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
@@ -31,6 +34,7 @@ class SoftmaxAttention(nnx.Module):
     self.pos_encoding, self.max_len, self.dtype = pos_encoding, max_len, dtype
     lin = lambda: nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
     self.q_proj, self.k_proj, self.v_proj, self.o_proj = lin(), lin(), lin(), lin()
+    self.qkv_conv = qkv_conv.maybe(d_model, qkv_conv_width, dtype=dtype, rngs=rngs)
     if pos_encoding == "learned":
       self.pos_embed = nnx.Embed(max_len, d_model, dtype=dtype,
                                  embedding_init=nnx.initializers.normal(0.02), rngs=rngs)
@@ -38,17 +42,21 @@ class SoftmaxAttention(nnx.Module):
   @classmethod
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "SoftmaxAttention":
     return cls(cfg.d_model, cfg.num_heads, pos_encoding=cfg.pos_encoding, max_len=cfg.max_len,
-               dtype=cfg.compute_dtype, rngs=rngs)
+               qkv_conv_width=qkv_conv.width(cfg), dtype=cfg.compute_dtype, rngs=rngs)
 
   def init_state(self, batch_size: int, max_len: int) -> dict:
+    conv = None if self.qkv_conv is None else self.qkv_conv.init_state(batch_size)
+    return qkv_conv.join_state(self._init_cache(batch_size, max_len), conv, self.qkv_conv)
+
+  def _init_cache(self, batch_size: int, max_len: int) -> dict:
     shape = (batch_size, max_len, self.num_heads, self.head_dim)
     return dict(k=jnp.zeros(shape, self.dtype), v=jnp.zeros(shape, self.dtype),
                 segment=jnp.zeros((batch_size, max_len), jnp.int32),
                 index=jnp.zeros((), jnp.int32), pos=jnp.zeros((batch_size,), jnp.int32))
 
   def state_size(self, seq_len: int) -> int:
-    """Floats per sequence: the k and v caches of seq_len tokens."""
-    return 2 * seq_len * self.d_model
+    """Floats per sequence: the k and v caches of seq_len tokens (+ the q/k/v conv's inputs)."""
+    return 2 * seq_len * self.d_model + (0 if self.qkv_conv is None else self.qkv_conv.state_size())
 
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
     """x [B,T,D] -> (y [B,T,D], new state); writes the T new keys and values at slots index..index+T-1.
@@ -59,8 +67,9 @@ class SoftmaxAttention(nnx.Module):
     """
     B, T, _ = x_BTD.shape
     H, K = self.num_heads, self.head_dim
+    state, conv_state = qkv_conv.split_state(state, self.qkv_conv)
     if state is None:
-      state = self.init_state(B, T)
+      state = self._init_cache(B, T)
     L = state["k"].shape[1]
     if_concrete(state["index"], lambda i: int(i) + T <= L,
                 lambda i: f"the KV cache holds {L} slots but index {int(i)} + {T} tokens are needed; start from "
@@ -72,9 +81,10 @@ class SoftmaxAttention(nnx.Module):
     qk_in = x_BTD
     if self.pos_encoding == "learned":
       qk_in = x_BTD + self.pos_embed(jnp.minimum(pos_BT, self.max_len - 1))
-    q_BTHK = self.q_proj(qk_in).reshape(B, T, H, K)
-    k_BTHK = self.k_proj(qk_in).reshape(B, T, H, K)
-    v_BTHK = self.v_proj(x_BTD).reshape(B, T, H, K)
+    qkv = (self.q_proj(qk_in), self.k_proj(qk_in), self.v_proj(x_BTD))
+    if self.qkv_conv is not None:
+      qkv, conv_state = self.qkv_conv(*qkv, state=conv_state, segment_ids=segment_ids)
+    q_BTHK, k_BTHK, v_BTHK = (a.reshape(B, T, H, K) for a in qkv)
     if self.pos_encoding == "rope":
       q_BTHK, k_BTHK = rope(q_BTHK, pos_BT), rope(k_BTHK, pos_BT)
 
@@ -92,4 +102,4 @@ class SoftmaxAttention(nnx.Module):
                                    causal=False, mask=mask_BTL[:, None])
     y_BTD = self.o_proj(o_BTHK.reshape(B, T, H * K))
     new_state = dict(k=k_BLHK, v=v_BLHK, segment=seg_BL, index=index + T, pos=pos_BT[:, -1] + 1)
-    return y_BTD, new_state
+    return y_BTD, qkv_conv.join_state(new_state, conv_state, self.qkv_conv)
