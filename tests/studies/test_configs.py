@@ -19,7 +19,8 @@ from tests.helpers import REPO, cli_env
 
 
 def _path(study):
-  return os.path.join(REPO, "experiments", study, "config.py")
+  """'mqar' -> experiments/mqar/config.py; 'mqar/ablation' -> experiments/mqar/ablation.py."""
+  return os.path.join(REPO, "experiments", *((study + ".py",) if "/" in study else (study, "config.py")))
 
 
 # (study, config arg, number of points of the full sweep as documented in the study's README)
@@ -30,6 +31,7 @@ STUDIES = [
     ("decay", "", 10),
     ("decay", "task=lm", 10),
     ("lm", "", 7),
+    ("mqar/ablation", "", 46),
 ]
 
 
@@ -61,8 +63,25 @@ def test_full_sweep_points_are_valid(study, arg, count):
 
 @pytest.mark.parametrize("study, arg", [(s, a) for s, a, _ in STUDIES], ids=[f"{s}:{a}" for s, a, _ in STUDIES])
 def test_tiny_sweep_points_are_valid(study, arg):
-  tiny = ",".join(filter(None, [arg, "tiny=True"]))
+  tiny = ",".join(filter(None, [arg, "tiny=True"] + (["variants=ours+indep", "mixers=gla"] if "/" in study else [])))
   assert len(_check_points(study, tiny)) == 2
+
+
+def test_mqar_ablation_variants():
+  """Each revert differs from `indep` in exactly one factor's keys, and every point maps back to its variant."""
+  ablation = sweep.load_study(_path("mqar/ablation"))
+  for mixer in ablation.MIXERS:
+    indep = ablation.variant(mixer, "indep")
+    for factor in ablation.FACTORS:
+      revert = ablation.variant(mixer, f"indep-{factor}")
+      if revert is None:
+        assert factor == "gate" and mixer not in ablation.GATED
+        continue
+      changed = {k for k in indep if indep[k] != revert.get(k)}
+      assert changed and changed <= set(ablation.FACTORS[factor][1]) | {"model.pos_encoding"}
+  rows = [{"_overrides": o} for o in ablation.get_sweep("")]
+  names = [ablation.variant_of(r) for r in rows]
+  assert "?" not in names and names.count("indep") == 6 and names.count("indep-gate") == 4
 
 
 def test_unknown_options_are_rejected():
