@@ -98,11 +98,12 @@ def get_sweep(arg: str = ""):
   width = 16 if opts.get("tiny") else 64
   seeds = range(int(opts.get("seeds", 1 if opts.get("tiny") else 2)))
   points = []
-  for name in names:  # variant-major: the first variants' points (ours, indep) finish first
-    for mixer in mixers:
-      v = variant(mixer, name)
-      if v is not None:
-        points += [{"model.mixer": mixer, "model.d_model": width, **v, "seed": s} for s in seeds]
+  for s in seeds:  # seed-major, then variant: every cell has one seed before any has two
+    for name in names:
+      for mixer in mixers:
+        v = variant(mixer, name)
+        if v is not None:
+          points.append({"model.mixer": mixer, "model.d_model": width, **v, "seed": s})
   return points
 
 
