@@ -24,7 +24,7 @@ VARIANTS = {
                                            "task=lm,tiny=True", "seeds=3", "task=lm,maps=elu1+relu"],
     "experiments/decay/config.py": ["", "seeds=3", "task=lm", "tiny=True", "task=lm,tiny=True"],
     "experiments/lm/config.py": ["", "tiny=True", "seeds=3", "mixers=softmax+gla"],
-    "experiments/mqar/ablation.py": ["", "tiny=True", "mixers=softmax,variants=ours+indep"],
+    "experiments/mqar/ablation.py": ["", "tiny=True", "mixers=softmax,variants=ours/indep"],
 }
 
 

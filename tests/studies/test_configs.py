@@ -31,7 +31,7 @@ STUDIES = [
     ("decay", "", 10),
     ("decay", "task=lm", 10),
     ("lm", "", 7),
-    ("mqar/ablation", "", 46),
+    ("mqar/ablation", "", 70),
 ]
 
 
@@ -63,7 +63,7 @@ def test_full_sweep_points_are_valid(study, arg, count):
 
 @pytest.mark.parametrize("study, arg", [(s, a) for s, a, _ in STUDIES], ids=[f"{s}:{a}" for s, a, _ in STUDIES])
 def test_tiny_sweep_points_are_valid(study, arg):
-  tiny = ",".join(filter(None, [arg, "tiny=True"] + (["variants=ours+indep", "mixers=gla"] if "/" in study else [])))
+  tiny = ",".join(filter(None, [arg, "tiny=True"] + (["variants=ours/indep", "mixers=gla"] if "/" in study else [])))
   assert len(_check_points(study, tiny)) == 2
 
 
@@ -82,6 +82,7 @@ def test_mqar_ablation_variants():
   rows = [{"_overrides": o} for o in ablation.get_sweep("")]
   names = [ablation.variant_of(r) for r in rows]
   assert "?" not in names and names.count("indep") == 6 and names.count("indep-gate") == 4
+  assert names.count("indep+untied") == 6
 
 
 def test_unknown_options_are_rejected():
