@@ -1,19 +1,25 @@
 """Zoology-style multi-query associative recall (MQAR), small enough for a CPU.
 
-Run (CPU, a few minutes on 2 cores):
+Run (CPU, 3-8 min on one core):
   python -m linear_seq.main --config=configs/mqar.py:mixer=gla --workdir=runs/mqar_gla
   python -m linear_seq.evaluate --workdir=runs/mqar_gla          # eval.json: accuracy on the answer positions
-Options: mixer=softmax|linear|retention|gla|s4, tiny=True (a seconds-long smoke test).
-Setup: vocab 1024, seq_len 64 with 4 key-value pairs, loss on the answer positions only, batch 64, d_model 64,
-2 layers, no MLP, a short causal conv (width 4) before every mixer, 1500 AdamW steps at lr 1e-2 (at 3e-3
-only softmax at width 128 got past the 25% plateau in 1500 steps; see experiments/mqar/).
+Options: mixer=softmax|linear|retention|gla|s4|deltanet|mamba2, tiny=True (a seconds-long smoke test),
+setup=2026-12 (default) | 2026-11 (the setup of the studies committed before experiments/mqar/ablation.py).
+Task: vocab 1024, seq_len 64 with 4 key-value pairs, Zoology's random non-query tokens, loss on the answer
+positions only, batch 64; d_model 64, 2 layers, 2 heads, no MLP, 1500 AdamW steps.
+setup=2026-12 (issue 11's ablation, experiments/mqar/README.md): the short conv (width 4) on q, k and v after
+their projections (fla's layers), learned absolute input positions (64) for every mixer and no RoPE, LayerNorm,
+GPT-2 init, an untied output head, no swish output gate, lr 1e-3 with 50 warmup steps and weight decay 0.01.
+setup=2026-11: one conv on the block input, no input positions (softmax: RoPE), RMSNorm, LeCun init, tied head,
+swish output gates, lr 1e-2, 100 warmup steps, weight decay 0.1.
 The study over mixers, widths and learning rates is experiments/mqar/config.py.
 """
 import ml_collections
 
 from linear_seq import config_lib
 
-OPTIONS = ("mixer", "tiny")  # get_config options
+OPTIONS = ("mixer", "tiny", "setup")  # get_config options
+SETUPS = ("2026-12", "2026-11")
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
@@ -28,8 +34,16 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.model.d_model, c.model.num_layers, c.model.num_heads = 64, 2, 2
   c.model.mlp_ratio = 0
   c.model.conv_width = 4
-  c.train.num_steps, c.train.warmup_steps = 1500, 100
-  c.train.learning_rate = 1e-2
+  c.train.num_steps = 1500
+  setup = str(opts.get("setup", SETUPS[0]))
+  if setup not in SETUPS:
+    raise ValueError(f"unknown setup {setup!r}; valid: {', '.join(SETUPS)}")
+  if setup == "2026-12":
+    c.model.conv_on, c.model.input_pos, c.model.max_len, c.model.pos_encoding = "qkv", "learned", 64, "none"
+    c.model.norm, c.model.init, c.model.tie_embeddings, c.model.output_gate = "layer", "gpt2", False, False
+    c.train.learning_rate, c.train.warmup_steps, c.train.weight_decay = 1e-3, 50, 0.01
+  else:
+    c.train.learning_rate, c.train.warmup_steps = 1e-2, 100
   c.train.log_every, c.train.eval_every, c.train.checkpoint_every = 50, 500, 500
   c.eval.batch_size, c.eval.max_batches = 200, 0
   if opts.get("tiny"):

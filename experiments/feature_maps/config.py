@@ -29,7 +29,8 @@ TINY_MAPS = ("elu1", "sincos")
 LINEAR = {"model.mixer": "linear", "model.num_features": 64}  # favor / rbf: 64 random features per head
 # task -> (base config in configs/, its overrides, tiny overrides): the MQAR study's main point, or a small LM.
 TASKS = {
-    "mqar": ("mqar.py", {"eval.batch_size": 250}, {}),  # as experiments/mqar: 1000 examples in 4 batches
+    # as experiments/mqar: 1000 examples in 4 batches, the setup these results were run with (2026-11)
+    "mqar": ("mqar.py:setup=2026-11", {"eval.batch_size": 250}, {}),
     "lm": ("default.py", {
         "model.d_model": 128, "model.num_layers": 2, "model.num_heads": 4,
         "data.seq_len": 256, "data.batch_size": 16,
@@ -52,7 +53,8 @@ def get_config(arg: str = ""):
   base, overrides, tiny_overrides = TASKS[opts.get("task", "mqar")]
   path = os.path.join(_CONFIGS, base)
   if opts.get("tiny"):
-    return config_lib.apply_overrides(config_lib.load_config(f"{path}:tiny=True"), {**tiny_overrides, **LINEAR})
+    tiny = f"{path},tiny=True" if ":" in path else f"{path}:tiny=True"
+    return config_lib.apply_overrides(config_lib.load_config(tiny), {**tiny_overrides, **LINEAR})
   return config_lib.apply_overrides(config_lib.load_config(path), {**overrides, **LINEAR})
 
 

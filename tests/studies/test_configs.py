@@ -31,7 +31,7 @@ STUDIES = [
     ("decay", "", 10),
     ("decay", "task=lm", 10),
     ("lm", "", 7),
-    ("mqar/ablation", "", 70),
+    ("mqar/ablation", "", 52),
 ]
 
 
@@ -78,11 +78,11 @@ def test_mqar_ablation_variants():
         assert factor == "gate" and mixer not in ablation.GATED
         continue
       changed = {k for k in indep if indep[k] != revert.get(k)}
-      assert changed and changed <= set(ablation.FACTORS[factor][1]) | {"model.pos_encoding"}
+      assert changed and changed <= set(ablation.FACTORS[factor]) | {"model.pos_encoding"}
   rows = [{"_overrides": o} for o in ablation.get_sweep("")]
   names = [ablation.variant_of(r) for r in rows]
   assert "?" not in names and names.count("indep") == 6 and names.count("indep-gate") == 4
-  assert names.count("indep+untied") == 6
+  assert names.count("indep-head") == 6
 
 
 def test_unknown_options_are_rejected():
