@@ -1,10 +1,10 @@
 """Long-context training on the 'seq' mesh axis equals one device (4 fake CPU devices, in a subprocess).
 
-For the linear, retention, gla, deltanet (scalar gate) and mamba2 mixers (tiny config): the loss and every gradient on the data=1 × seq=4 and
-data=2 × seq=2 meshes equal the 1-device values (relative RMS ≤ 1e-5) on packed rows whose document boundaries
-fall inside a shard and at a shard's first token; greedy decoding after a sequence-parallel prefill equals the
-1-device prefill + decode; a short train_and_evaluate with mesh.seq=4 gives the 1-device losses; bad meshes
-(T not splitting, S4 with seq > 1) fail with one clear line.
+For the linear, retention, gla, deltanet (scalar gate) and mamba2 mixers (tiny config): the loss and every
+gradient on the data=1 × seq=4 and data=2 × seq=2 meshes equal the 1-device values (relative RMS ≤ 1e-5) on
+packed rows whose document boundaries fall inside a shard and at a shard's first token; greedy decoding after
+a sequence-parallel prefill equals the 1-device prefill + decode; a short train_and_evaluate with mesh.seq=4
+gives the 1-device losses; bad meshes (T not splitting, S4 with seq > 1) fail with one clear line.
 """
 import json
 import os

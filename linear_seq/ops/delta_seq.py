@@ -14,8 +14,8 @@ Then, inside `jax.shard_map` over `axis`:
   2. exclusive prefix composed as (M₂M₁, M₂S₁ + S₂): S_in,0 = initial_state (or 0), S_in,r = M_{r−1} S_in,r−1
      + S̃_{r−1};
   3. o_t = õ_t + q̃_t S_in,r and S_out,r = S̃_r + M_r S_in,r, in float32 before any output cast.
-A reset (log α = −inf, clamped to recurrence.LOG_DECAY_FLOOR) makes e^{b} exactly 0 from it on, so M_r and
-the q̃_t after it are exactly 0 (a reset at a shard's first token makes S_in,r irrelevant, exactly). The final
+A reset (log α = −inf, clamped to recurrence.LOG_DECAY_FLOOR) makes e^{b} exactly 0 from it on, so M_r
+and the q̃_t after it are exactly 0 (a reset at a shard's first token makes S_in,r irrelevant, exactly). The final
 state after the last shard is returned replicated by an explicit reduction (seq_parallel.from_last_shard).
 Gradients come from autodiff through the collectives: no hand-written reverse pass.
 """
