@@ -41,7 +41,6 @@ _SEQ = [
     ("linear_relu_unnormalized", "chunk", "fixed", True, "inside", "seq4", 4),
     ("delta", "chunk", "none", True, "first", "data2seq2", 5),   # ungated: resets as a −inf scalar gate
     ("delta", "chunk", "scalar", True, "inside", "seq4", 3),
-    ("delta", "recurrent", "scalar", False, "first", "seq4", 4),
     ("delta", "chunk", "vector", True, "first", "seq4", 4),
     ("delta", "recurrent", "vector", False, "inside", "data2seq2", 4),
 ]
