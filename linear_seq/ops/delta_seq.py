@@ -33,7 +33,7 @@ def run(form: Callable, q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, axis:
   Same inputs as the forms (float32, scale in q, g None | [B,T,H,1] | [B,T,H,K] clamped finite), T being the
   shard's block. Returns (o [B,T,H,V] for the block, S after the last shard [B,H,K,V], replicated).
   """
-  B, T, H, K = k_BTHK.shape
+  B, _, H, K = k_BTHK.shape
   V = v_BTHV.shape[-1]
   zeros_BTHK = jnp.zeros_like(k_BTHK) + k_BTHK[:, :0].sum(axis=1, keepdims=True)   # per-shard exact zeros
   v_aug = jnp.concatenate([v_BTHV, zeros_BTHK], axis=-1)
