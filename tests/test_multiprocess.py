@@ -4,8 +4,9 @@ Launched through the trainer's CLI (`--coordinator_address=127.0.0.1:<free port>
 --process_id=i --distributed_timeout=...`), each process a fresh interpreter (not a fork) with XLA_FLAGS set
 before jax is imported. Checked: data-parallel and data × seq runs give the losses of one process with 4
 devices; the checkpoint both processes wrote restores in one process and continues with the same losses; the
-equal losses also show that the two processes fed disjoint halves of each global batch (the pipeline's shard
-of process i; a repeated half would change the loss); a process killed mid-run makes the other exit with an
+two processes read disjoint parts of the data (a plug-in dataset, tests/recorded_dataset.py, records every
+example index each process reads; the equal losses then show the two halves form the global batch); a process
+killed mid-run makes the other exit with an
 error within the timeout, and rerunning both resumes from the last checkpoint.
 """
 import os
@@ -18,18 +19,22 @@ import time
 import numpy as np
 import pytest
 
+from linear_seq import config_lib
 from linear_seq import metrics
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CONFIG = "--config=" + os.path.join(ROOT, "configs", "default.py") + ":tiny=True"
 COMMON = ["--config.train.log_every=1", "--config.eval.max_batches=1", "--config.eval.batch_size=8"]
 TIMEOUT_S = 15  # jax.distributed initialization / heartbeat / shutdown
+# Shakespeare through a plug-in that records which examples each process reads (into $RECORD_DIR).
+RECORDED = ["--config.imports=" + os.path.join(ROOT, "tests", "recorded_dataset.py"),
+            "--config.data.dataset=recorded_shakespeare", "--config.data.vocab_size=258"]
 
 
-def _env(devices: int) -> dict:
+def _env(devices: int, record_dir: str = "") -> dict:
   return {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}", "PYTHONPATH": ROOT,
           "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": os.environ.get(
-              "JAX_CACHE_DIR", os.path.join(ROOT, ".jax_cache"))}
+              "JAX_CACHE_DIR", os.path.join(ROOT, ".jax_cache")), "RECORD_DIR": record_dir}
 
 
 def _free_port() -> int:
@@ -38,12 +43,12 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _start(workdir: str, flags: list[str]) -> list[subprocess.Popen]:
+def _start(workdir: str, flags: list[str], record_dir: str = "") -> list[subprocess.Popen]:
   port = _free_port()
   return [subprocess.Popen([sys.executable, "-m", "linear_seq.main", CONFIG, f"--workdir={workdir}", *COMMON, *flags,
                             f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2", f"--process_id={i}",
                             f"--distributed_timeout={TIMEOUT_S}"],
-                           env=_env(2), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           env=_env(2, record_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
           for i in range(2)]
 
 
@@ -72,17 +77,26 @@ def _losses(workdir: str) -> list[float]:
 
 def test_two_processes_match_one_and_restore(tmp_path):
   ref = str(tmp_path / "ref")
-  _one_process(ref, [])
-  runs = {"dp": [], "dataxseq": ["--config.mesh.seq=2"]}
+  batch = config_lib.load_sibling(os.path.join(ROOT, "configs", "default.py"), "default").get_config(
+      "tiny=True").data.batch_size
+  _one_process(ref, RECORDED)
+  runs = {"dp": RECORDED, "dataxseq": RECORDED + ["--config.mesh.seq=2"]}
   for name, flags in runs.items():
-    results = _wait(_start(str(tmp_path / name), flags))
+    records = tmp_path / f"records_{name}"
+    records.mkdir()
+    procs = _start(str(tmp_path / name), flags, str(records))
+    results = _wait(procs)
     for rc, err in results:
       assert rc == 0, err[-3000:]
     assert len(_losses(ref)) == 4
     np.testing.assert_allclose(_losses(str(tmp_path / name)), _losses(ref), rtol=1e-5, err_msg=name)
+    # Each process read its own examples: disjoint index sets, each at least its half of the 4 steps' rows.
+    read = [set(np.loadtxt(records / f"train-{p.pid}.txt", dtype=int, ndmin=1).tolist()) for p in procs]
+    assert not read[0] & read[1], (name, sorted(read[0] & read[1])[:10])
+    assert min(map(len, read)) >= 4 * batch // 2, (name, [len(r) for r in read])
   # The 2-process checkpoint restores in one process (4 devices) and continues like the 1-process run does.
-  _one_process(ref, ["--config.train.num_steps=6"])
-  _one_process(str(tmp_path / "dp"), ["--config.train.num_steps=6"])
+  _one_process(ref, RECORDED + ["--config.train.num_steps=6"])
+  _one_process(str(tmp_path / "dp"), RECORDED + ["--config.train.num_steps=6"])
   np.testing.assert_allclose(_losses(str(tmp_path / "dp")), _losses(ref), rtol=1e-5)
   assert len(_losses(ref)) == 6
 

@@ -1,10 +1,10 @@
 """Long-context training on the 'seq' mesh axis equals one device (4 fake CPU devices, in a subprocess).
 
-For the linear, retention and gla mixers (tiny config): the loss and every gradient on the data=1 × seq=4 and
-data=2 × seq=2 meshes equal the 1-device values (relative RMS ≤ 1e-5) on packed rows whose document boundaries
-fall inside a shard and at a shard's first token; greedy decoding after a sequence-parallel prefill equals the
-1-device prefill + decode; a short train_and_evaluate with mesh.seq=4 gives the 1-device losses; bad meshes
-(T not splitting, S4 with seq > 1) fail with one clear line.
+For the linear, retention, gla, deltanet (scalar gate) and mamba2 mixers (tiny config): the loss and every
+gradient on the data=1 × seq=4 and data=2 × seq=2 meshes equal the 1-device values (relative RMS ≤ 1e-5) on
+packed rows whose document boundaries fall inside a shard and at a shard's first token; greedy decoding after
+a sequence-parallel prefill equals the 1-device prefill + decode; a short train_and_evaluate with mesh.seq=4
+gives the 1-device losses; bad meshes (T not splitting, S4 with seq > 1) fail with one clear line.
 """
 import json
 import os
@@ -45,8 +45,10 @@ SCRIPT = textwrap.dedent("""
     batch = {"inputs": inputs, "targets": np.roll(inputs, -1, 1), "weights": np.ones((B, T), np.float32),
              "segment_ids": seg}
     result = {}
-    for mixer in os.environ.get("MIXERS", "linear,retention,gla,mamba2").split(","):
+    for mixer in os.environ.get("MIXERS", "linear,retention,gla,deltanet,mamba2").split(","):
       config = default.get_config(f"mixer={mixer},tiny=True")
+      if mixer == "deltanet":
+        config.model.delta_gate = "scalar"   # Gated DeltaNet: resets enter its K×K transition products
       grads = {}
       for name, mesh in (("one", sharding.make_mesh(jax.devices()[:1])), ("seq4", sharding.make_mesh(seq=4)),
                          ("data2seq2", sharding.make_mesh(data=2, seq=2))):
@@ -96,7 +98,7 @@ def test_seq_mesh_matches_one_device(tmp_path):
                         capture_output=True, text=True, timeout=1800)
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads(proc.stdout.strip().splitlines()[-1])
-  for mixer in ("linear", "retention", "gla", "mamba2"):
+  for mixer in ("linear", "retention", "gla", "deltanet", "mamba2"):
     for mesh in ("seq4", "data2seq2"):
       r = result[f"{mixer}-{mesh}"]
       assert r["loss"] <= TOL and r["grads"] <= GRAD_TOL_MIXER.get(mixer, GRAD_TOL), (mixer, mesh, r)

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
-from linear_seq.mixers import dt_gate, modes, segments
+from linear_seq.mixers import dt_gate, modes, segments, seq_shard
 from linear_seq.mixers.head_norm import HeadNorm
 from linear_seq.mixers.short_conv import ShortConv
 from linear_seq.checks import check_choice
@@ -108,9 +108,11 @@ class DeltaNet(nnx.Module):
     if reset_BT is not None:
       reset = reset_BT[:, :, None] if log_a is None or log_a.ndim == 3 else reset_BT[:, :, None, None]
       log_a = jnp.broadcast_to(reset_BT[:, :, None], (B, T, H)) if log_a is None else log_a + reset
-    o_BTHK, S = ops.delta_rule(
-        q_BTHK, k_BTHK, v_BTHK, beta_BTH, log_a, initial_state=state.get("S"),
-        mode=self.mode if T > 1 else "recurrent", chunk_size=self.chunk_size)
+    mode = self.mode if T > 1 else "recurrent"
+    o_BTHK, S = seq_shard.call(
+        lambda q, k, v, beta, g, s, seq_axis: ops.delta_rule(
+            q, k, v, beta, g, initial_state=s, mode=mode, chunk_size=self.chunk_size, seq_axis=seq_axis),
+        (q_BTHK, k_BTHK, v_BTHK, beta_BTH, log_a, state.get("S")), "tttttb")
     o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
     if self.g_proj is not None:
       o_BTD = o_BTD * jax.nn.swish(self.g_proj(x_BTD))

@@ -7,9 +7,7 @@ shards, runs per shard with `seq_axis=SEQ_AXIS` (exact: ops/seq_parallel.py). Th
 context (`with jax.set_mesh(mesh):` around the jitted step); without a 'seq' axis of size > 1, or when the
 call's B or T does not split over the mesh (a one-token decode step, a short prompt), the op runs unsharded.
 
-Used by the linear, retention, gla and mamba2 mixers. Hook for deltanet once `ops.delta_rule` takes a seq_axis:
-    o, state = seq_shard.call(lambda q, k, v, beta, s, seq_axis: ops.delta_rule(..., seq_axis=seq_axis),
-                              (q, k, v, beta, state), "ttttb")
+Used by the linear, retention, gla, deltanet and mamba2 mixers.
 """
 from typing import Callable, Sequence
 

@@ -23,15 +23,14 @@ import numpy as np
 
 from linear_seq import checks
 from linear_seq.ops import delta_chunk
+from linear_seq.ops import delta_seq
 from linear_seq.ops import recurrence as recurrence_lib
+from linear_seq.ops import seq_parallel
 
 MODES = recurrence_lib.MODES
 
 
 def _validate(q, k, v, beta, log_decay, initial_state, mode, chunk_size, seq_axis):
-  if seq_axis is not None:
-    raise NotImplementedError(f"delta_rule: seq_axis={seq_axis!r} is not implemented yet; "
-                              "expected None (unsharded)")
   B, T, H, K, V = recurrence_lib._validate(q, k, v, initial_state, mode, chunk_size)  # mode, sizes, shapes
   checks.check_shape("beta", beta, (B, T, H), "[B, T, H]")
   checks.if_concrete(beta, lambda b: np.all((b >= 0) & (b <= 2)), _beta_message)   # NaN fails too
@@ -63,7 +62,10 @@ def delta_rule(q, k, v, beta, log_decay=None, *, scale: Optional[float] = None,
       M_t ∈ R^{K×K}: O(T·K²) memory). All agree to float32 rounding.
     chunk_size: chunk length C for mode='chunk' (rounded up to a power of two for a per-channel
       gate); any T works (padded internally).
-    seq_axis: must be None (sequence parallelism is not implemented for the delta rule yet).
+    seq_axis: None, or the name of a `jax.shard_map` mesh axis that splits T (shard r holds the r-th
+      contiguous block; all inputs are the shard's block): each shard gets exactly the unsharded op's
+      outputs for its block, the returned state is the one after the last shard (replicated) and
+      initial_state is the state before shard 0 (see delta_seq.py).
 
   Returns:
     o [B, T, H, V] in the dtype of q, k, v, and the final state S [B, H, K, V] float32 (float64
@@ -78,14 +80,21 @@ def delta_rule(q, k, v, beta, log_decay=None, *, scale: Optional[float] = None,
   cast = lambda x: jnp.asarray(x).astype(acc)
   q, k, v, beta = cast(q) * scale, cast(k), cast(v), cast(beta)
   s0 = None if initial_state is None else cast(initial_state)
-  if mode == "recurrent":
-    o, s = recurrent(q, k, v, beta, g, s0)
-  elif mode == "assoc":
-    o, s = assoc(q, k, v, beta, g, s0)
-  elif mode == "parallel":
-    o, s = delta_chunk.parallel(q, k, v, beta, g, s0)
+
+  def form(q, k, v, beta, g, s0):
+    s0 = seq_parallel.initial_carry(s0, k, v)   # per-shard zeros inside shard_map (scan carries)
+    if mode == "recurrent":
+      return recurrent(q, k, v, beta, g, s0)
+    if mode == "assoc":
+      return assoc(q, k, v, beta, g, s0)
+    if mode == "parallel":
+      return delta_chunk.parallel(q, k, v, beta, g, s0)
+    return delta_chunk.chunk(q, k, v, beta, g, s0, chunk_size)
+
+  if seq_axis is None:
+    o, s = form(q, k, v, beta, g, s0)
   else:
-    o, s = delta_chunk.chunk(q, k, v, beta, g, s0, chunk_size)
+    o, s = delta_seq.run(form, q, k, v, beta, g, s0, seq_axis)
   return o.astype(out_dtype), s
 
 

@@ -5,7 +5,8 @@ bytes one device needs (arguments + outputs + temporaries − aliased). seq=1 is
 seq=4 is the data=1 × seq=4 mesh (each device holds T/4; the op is exact across the shards). Needs 4 devices,
 e.g. 4 fake CPU devices:
 
-  XLA_FLAGS=--xla_force_host_platform_device_count=4 python -m linear_seq.studies.seq_memory [--lengths=4096,16384,65536]
+  XLA_FLAGS=--xla_force_host_platform_device_count=4 python -m linear_seq.studies.seq_memory \\
+      [--lengths=4096,16384,65536]
 
 (standalone until the op benchmark moves to linear_seq/studies/bench.py, which should print these rows).
 """
@@ -27,7 +28,8 @@ VOCAB = 258
 
 def gla_config(seq_len: int):
   """The default GLA LM (2 layers, d_model 128) at batch 1 and the given length."""
-  default = config_lib.load_sibling(os.path.join(os.path.dirname(__file__), "..", "configs", "default.py"), "default")
+  path = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "default.py")
+  default = config_lib.load_sibling(path, "default")
   return config_lib.apply_overrides(default.get_config(""), {"data.seq_len": seq_len, "data.batch_size": 1})
 
 

@@ -39,12 +39,17 @@ _SEQ = [
     ("linear_favor", "chunk", "vector", True, "inside", "seq4", 4),
     ("linear_rbf", "chunk", "scalar", True, "first", "seq4", 4),
     ("linear_relu_unnormalized", "chunk", "fixed", True, "inside", "seq4", 4),
+    ("delta", "chunk", "none", True, "first", "data2seq2", 5),   # ungated: resets as a −inf scalar gate
+    ("delta", "chunk", "scalar", True, "inside", "seq4", 3),
+    ("delta", "chunk", "vector", True, "first", "seq4", 4),
+    ("delta", "recurrent", "vector", False, "inside", "data2seq2", 4),
 ]
 _BATCH = [
     ("recurrence", "chunk", "vector", True, "none", "data4", 4),
     ("recurrence", "recurrent", "scalar", False, "none", "data4", 4),
     ("gla", "recurrent", "vector", True, "none", "data4", 4),
     ("linear_exp", "chunk", "scalar", True, "inside", "data4", 4),
+    ("delta", "recurrent", "vector", True, "none", "data4", 4),
 ]
 
 
@@ -55,12 +60,15 @@ def _name(c):
 
 CASES = {_name(c): c for c in _SEQ + _BATCH}
 FEATURE_MAP_OPS = ("linear_elu1", "linear_exp", "linear_favor", "linear_rbf", "linear_relu_unnormalized")
+DELTA_K = 20   # the delta rule's key size: awkward, and its K×K transition products are the shards' messages
 
 
 def _op(op, mode, cs, W, seq_axis):
-  """f(q, k, v, decay, h0, reset) -> (o, state) for one op."""
+  """f(q, k, v, decay, h0, reset) -> (o, state) for one op (the delta rule takes β in reset's place)."""
   from linear_seq import ops
   kw = dict(mode=mode, chunk_size=cs, seq_axis=seq_axis)
+  if op == "delta":
+    return lambda q, k, v, d, h0, beta: ops.delta_rule(q, k, v, beta, d, initial_state=h0, **kw)
   if op == "recurrence":
     return lambda q, k, v, d, h0, r: ops.linear_recurrence(q, k, v, d, initial_state=h0, **kw)
   if op == "retention":
@@ -82,10 +90,11 @@ def _inputs(case, key):
   op, mode, gate, init, reset, mesh, cs = case
   b = 4 if mesh == "data4" else B
   kq, kk, kv, kd, kh, kw = jax.random.split(key, 6)
-  q = jax.random.normal(kq, (b, T, H, K))
-  k = jax.random.normal(kk, (b, T, H, K))
+  Kq = DELTA_K if op == "delta" else K
+  q = jax.random.normal(kq, (b, T, H, Kq))
+  k = jax.random.normal(kk, (b, T, H, Kq))
   v = jax.random.normal(kv, (b, T, H, V))
-  Kf = 8 if op in ("linear_favor", "linear_rbf") else K
+  Kf = 8 if op in ("linear_favor", "linear_rbf") else Kq
   W = jax.random.normal(kw, (K, Kf)) / 2 if Kf != K else None
   if op.startswith("linear_"):   # moderate q, k for the exp maps; a large offset on k tests the frames
     q, k = q * 0.5, k * 0.5 + (3.0 if op == "linear_exp" else 0.0)
@@ -103,6 +112,14 @@ def _inputs(case, key):
     r[i, rows[i % 2]] = True
   if op.startswith("linear_"):
     r = jnp.asarray(r) if reset != "none" else None
+  elif op == "delta":   # unit keys (as the mixer feeds them), β ∈ (0, 2) (negative eigenvalues too)
+    k = k / jnp.linalg.norm(k, axis=-1, keepdims=True)
+    if reset != "none":
+      if d is None:
+        d = jnp.zeros((b, T, H))
+      mask = jnp.asarray(r)[:, :, None] if d.ndim == 3 else jnp.asarray(r)[:, :, None, None]
+      d = jnp.where(mask, -jnp.inf, d)
+    r = 2.0 * jax.nn.sigmoid(jax.random.normal(jax.random.fold_in(kd, 7), (b, T, H)))
   else:
     assert reset == "none" or gate in ("scalar", "vector"), case
     if reset != "none":
@@ -142,7 +159,7 @@ def run_case(case, key):
                           out_specs=(tspec, s_spec))
   plain = _op(op, mode, cs, W, None)
   args = (q, k, v, d, h0, r)
-  argnums = [i for i in range(5) if args[i] is not None]
+  argnums = [i for i in range(6 if op == "delta" else 5) if args[i] is not None]
   cot = random_like(jax.random.fold_in(key, 1), jax.eval_shape(plain, *args), jnp.float32)
 
   @jax.jit
@@ -156,7 +173,7 @@ def run_case(case, key):
   errors = {"o": rel_rms(out[0], out_ref[0])}
   for i, (a, b) in enumerate(zip(jax.tree.leaves(out[1]), jax.tree.leaves(out_ref[1]))):
     errors[f"state{i}"] = rel_rms(a, b)
-  names = ["dq", "dk", "dv", "ddecay", "dh0"]
+  names = ["dq", "dk", "dv", "ddecay", "dh0", "dbeta"]
   for i, ga, gb in zip(argnums, g, g_ref):
     for j, (a, b) in enumerate(zip(jax.tree.leaves(ga), jax.tree.leaves(gb))):
       errors[names[i] + ("" if j == 0 else str(j))] = rel_rms(a, b)

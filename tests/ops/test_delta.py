@@ -294,9 +294,3 @@ def test_errors(kwargs, message):
   args.update({n: kwargs.pop(n) for n in ("q", "k", "v", "beta") if n in kwargs})
   with pytest.raises(ValueError, match=message):
     ops.delta_rule(args["q"], args["k"], args["v"], args["beta"], **kwargs)
-
-
-def test_seq_axis_not_implemented():
-  x = np.zeros((B, 5, H, 4))
-  with pytest.raises(NotImplementedError, match="seq_axis"):
-    ops.delta_rule(x, x, x, np.ones((B, 5, H)), seq_axis="seq")

@@ -1,9 +1,9 @@
 """The ops under `jax.shard_map` (4 fake CPU devices, default check_vma=True) equal the unsharded ops.
 
 seq cases: T split over the mesh axis 'seq' (seq_axis='seq', also on a data=2 × seq=2 mesh), pairwise over
-op × mode × gate × initial state × reset (none, inside a shard, at a shard's first token): outputs, the
-replicated final state and the gradients wrt q, k, v, the decay and h0. batch cases: only the batch split,
-no seq_axis (the scans' carries must be per-shard). The cases run in one subprocess (XLA_FLAGS must be set
+op (the delta rule with K = 20 too) × mode × gate × initial state × reset (none, inside a shard, at a shard's
+first token): outputs, the replicated final state and the gradients wrt q, k, v, the decay, h0 (and β).
+batch cases: only the batch split, no seq_axis (the scans' carries must be per-shard). The cases run in one subprocess (XLA_FLAGS must be set
 before jax initializes); see seq_parallel_cases.py. Tolerances (relative RMS): values and states 1e-5,
 gradients 2e-5 (1e-4 for the feature-map wrappers).
 """
@@ -36,7 +36,7 @@ def test_sharded_equals_unsharded(errors, name):
   assert "error" not in err, err["error"]
   op = seq_parallel_cases.CASES[name][0]
   grad_tol = FEATURE_MAP_GRAD_TOL if op in seq_parallel_cases.FEATURE_MAP_OPS else GRAD_TOL
-  assert {"o", "state0", "dq", "dk", "dv"} <= set(err), err
+  assert {"o", "state0", "dq", "dk", "dv"} | ({"dbeta"} if op == "delta" else set()) <= set(err), err
   for what, e in err.items():
     tol = grad_tol if what.startswith("d") else VAL_TOL
     assert e <= tol, f"{what}: rel_rms {e:.3g} > {tol:.3g}"
