@@ -18,14 +18,12 @@ solve_tril merges its blocks the same way), never the product (I − A)(I + A²)
 everything in float32 once keys correlate (XLA's CPU triangular_solve would be exact too, but is
 ~500× slower than a matmul there). Everything but the state passing is batched over all chunks at
 once; the state passes by a lax.scan over chunks (`state_pass`) whose step is two C×K by K×V matmuls,
-δ_n = U_n − W_n S_n and S_{n+1} = diag(e^Γ) S_n + (K e^r)ᵀ δ_n. Both the solve and the state
-passing have hand-written backward passes: the solve's own rule (∂R = Xᵀ∂Y, ∂A = −∂R Yᵀ) instead of
-autodiff through the block recursion, and the state passing's reverse scan of two matmuls a step
-with the weight gradients batched over all chunks after it. Measured in one process (T=8192, B=1,
-H=4, K=V=64, one thread, fwd+bwd CPU time): the previous form 251 ms, this organization with the
-solve's backward 202 ms, the ungated linear chunk form 89 ms. The previous
-form, which folded each chunk into a K×K transition M_n = diag(e^Γ) − (K e^r)ᵀ W (a one-matmul scan
-step), costs two more C×K×(K+V) matmuls per chunk and was not faster.
+δ_n = U_n − W_n S_n and S_{n+1} = diag(e^Γ) S_n + (K e^r)ᵀ δ_n. The solve has a hand-written
+backward pass, its own rule (∂R = Xᵀ∂Y, ∂A = −∂R Yᵀ), instead of autodiff through the block
+recursion. Measured in one process (T=8192, B=1, H=4, K=V=64, one thread, fwd+bwd CPU time, min of
+5): the previous form 251 ms, this one 202 ms, the ungated linear chunk form 89 ms (on a loaded
+machine: 352, 291 and 119 ms). The previous form folded each chunk into a K×K transition
+M_n = diag(e^Γ) − (K e^r)ᵀ W (a one-matmul scan step), at two more C×K×(K+V) matmuls per chunk.
 
 Exactness of the exponents is that of chunk.py: each is a sum over exactly its own range, never a
 difference of cumulative sums. A scalar gate's D is one C×C matrix per chunk (a 0/1 matmul); a
@@ -104,7 +102,14 @@ def _solve_bwd(res, dy_XCD):
 unit_lower_solve.defvjp(_solve_fwd, _solve_bwd)
 
 
-def _pass_scan(s0_BHKV, w_NBHCK, u_NBHCV, k_NBHCK, decay_NBHk):
+def state_pass(s0_BHKV, w_NBHCK, u_NBHCV, k_NBHCK, decay_NBHk):
+  """The state passing over chunks n (fla's chunk_delta_h), a lax.scan of two matmuls a step:
+
+      δ_n = U_n − W_n S_n,    S_{n+1} = diag(d_n) S_n + K_nᵀ δ_n     (K_n = K ⊙ e^r, d_n = e^Γ)
+
+  Returns (S_N, [S_n], [δ_n]); decay None means d = 1. (A hand-written backward for it, a reverse
+  scan with the weight gradients batched after it, measured no faster than autodiff's on CPU.)
+  """
   def step(s_BHKV, x):
     w_BHCK, u_BHCV, k_BHCK, d_BHk = x
     delta_BHCV = u_BHCV - jnp.einsum("bhck,bhkv->bhcv", w_BHCK, s_BHKV)
@@ -113,51 +118,6 @@ def _pass_scan(s0_BHKV, w_NBHCK, u_NBHCV, k_NBHCK, decay_NBHk):
 
   s_BHKV, (s_in_NBHKV, delta_NBHCV) = lax.scan(step, s0_BHKV, (w_NBHCK, u_NBHCV, k_NBHCK, decay_NBHk))
   return s_BHKV, s_in_NBHKV, delta_NBHCV
-
-
-@jax.custom_vjp
-def state_pass(s0_BHKV, w_NBHCK, u_NBHCV, k_NBHCK, decay_NBHk):
-  """The state passing over chunks n (fla's chunk_delta_h):
-
-      δ_n = U_n − W_n S_n,    S_{n+1} = diag(d_n) S_n + K_nᵀ δ_n     (K_n = K ⊙ e^r, d_n = e^Γ)
-
-  Returns (S_N, [S_n], [δ_n]). Two C×K by K×V matmuls a step. The backward is written out (a
-  reverse scan of two matmuls a step, with G_n = ∂L/∂S_{n+1}: E_n = ∂δ_n + K_n G_n,
-  ∂L/∂S_n = diag(d_n) G_n + ∂S_n − W_nᵀ E_n; then ∂W = −E Sᵀ, ∂U = E, ∂K = δ Gᵀ and
-  ∂d = Σ_v S ⊙ G batched over all chunks). decay None means d = 1.
-  """
-  return _pass_scan(s0_BHKV, w_NBHCK, u_NBHCV, k_NBHCK, decay_NBHk)
-
-
-def _pass_fwd(s0_BHKV, w_NBHCK, u_NBHCV, k_NBHCK, decay_NBHk):
-  s_BHKV, s_in_NBHKV, delta_NBHCV = _pass_scan(s0_BHKV, w_NBHCK, u_NBHCV, k_NBHCK, decay_NBHk)
-  return (s_BHKV, s_in_NBHKV, delta_NBHCV), (s_in_NBHKV, delta_NBHCV, w_NBHCK, k_NBHCK, decay_NBHk)
-
-
-def _pass_bwd(res, cts):
-  s_in_NBHKV, delta_NBHCV, w_NBHCK, k_NBHCK, decay_NBHk = res
-  g_BHKV, ds_in_NBHKV, ddelta_NBHCV = cts
-
-  def step(g_BHKV, x):   # g = ∂L/∂S_{n+1}
-    ds_in_BHKV, ddelta_BHCV, w_BHCK, k_BHCK, d_BHk = x
-    e_BHCV = ddelta_BHCV + jnp.einsum("bhck,bhkv->bhcv", k_BHCK, g_BHKV)   # ∂L/∂δ_n, all paths
-    g_prev = g_BHKV if d_BHk is None else d_BHk[..., None] * g_BHKV
-    g_prev = g_prev + ds_in_BHKV - jnp.einsum("bhck,bhcv->bhkv", w_BHCK, e_BHCV)
-    return g_prev, (e_BHCV, g_BHKV)
-
-  xs = (ds_in_NBHKV, ddelta_NBHCV, w_NBHCK, k_NBHCK, decay_NBHk)
-  g0_BHKV, (e_NBHCV, g_NBHKV) = lax.scan(step, g_BHKV, xs, reverse=True)
-  dw_NBHCK = -jnp.einsum("nbhcv,nbhkv->nbhck", e_NBHCV, s_in_NBHKV)
-  dk_NBHCK = jnp.einsum("nbhcv,nbhkv->nbhck", delta_NBHCV, g_NBHKV)
-  dd_NBHk = None
-  if decay_NBHk is not None:
-    dd_NBHk = jnp.sum(s_in_NBHKV * g_NBHKV, axis=-1)           # [N, B, H, K]
-    if decay_NBHk.shape[-1] == 1:
-      dd_NBHk = jnp.sum(dd_NBHk, axis=-1, keepdims=True)
-  return g0_BHKV, dw_NBHCK, e_NBHCV, dk_NBHCK, dd_NBHk
-
-
-state_pass.defvjp(_pass_fwd, _pass_bwd)
 
 
 def _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C: int, vector: bool):
