@@ -42,6 +42,7 @@ from absl import app
 from absl import flags
 import ml_collections
 
+from linear_seq import cli
 from linear_seq import config_lib
 from linear_seq.studies import collect
 from linear_seq.studies import plots as plots_lib
@@ -312,27 +313,29 @@ def define_flags() -> None:
   flags.DEFINE_string("workdir", None, "Sweep directory: one sub-workdir per point, results.csv/md, plots.")
   flags.DEFINE_integer("parallel", 1, "Points run at once, each pinned to one CPU core when > 1.")
   flags.DEFINE_bool("dry_run", False, "Print the points' commands (for a cluster launcher) instead of running.")
+  cli.define_verbose_flag()
   flags.mark_flags_as_required(["config", "workdir"])
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl parses the sweep's flags; the --config.a.b=value overrides (for every point) stay in argv for main."""
   overrides = [arg for arg in argv[1:] if arg.startswith("--config.")]
-  return flags.FLAGS([arg for arg in argv if arg not in overrides]) + overrides
+  return cli.parse_flags([arg for arg in argv if arg not in overrides]) + overrides
 
 
 def main(argv: Sequence[str]) -> None:
+  """User errors (a config that does not load, an unknown field, a bad plot spec, --parallel=0) are one line
+  and exit 1 (--verbose adds the traceback); a failed point is reported and the sweep goes on."""
   flag_values = flags.FLAGS
-  try:  # the one way configs load: unknown fields and wrong types fail here, before any point runs
+  with cli.one_line_errors(ValueError, FileNotFoundError):
+    # the one way configs load: unknown fields and wrong types fail here, before any point runs
     global_flags, unexpected = config_lib.override_args(argv[1:])
     base_config = config_lib.apply_overrides(config_lib.load_config(flag_values.config), global_flags)
-  except ValueError as e:
-    sys.exit(f"error: {e}")
-  if unexpected:
-    raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
-  command = shlex.join(["python", "-m", "linear_seq.studies.sweep", *sys.argv[1:]])
-  code = run_sweep(flag_values.config, flag_values.workdir, base_config=base_config, global_flags=global_flags,
-                   parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command)
+    if unexpected:
+      raise ValueError(f"unexpected arguments: {' '.join(unexpected)}")
+    command = shlex.join(["python", "-m", "linear_seq.studies.sweep", *sys.argv[1:]])
+    code = run_sweep(flag_values.config, flag_values.workdir, base_config=base_config, global_flags=global_flags,
+                     parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command)
   sys.exit(code)
 
 

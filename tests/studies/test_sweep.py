@@ -91,13 +91,17 @@ def test_dry_run_prints_commands(tmp_path):
 
 
 @pytest.mark.parametrize("flag, message", [
-    ("--config.model.mixr=gla", "error: unknown config field 'model.mixr'; valid fields at model:"),
+    ("--config.model.mixr=gla", "error: unknown config field 'model.mixr'; did you mean 'model.mixer'? valid "
+     "fields at model:"),
     ("--config.train.num_steps=many", "error: train.num_steps expects int, got 'many'"),
+    ("--parallel=0", "error: --parallel must be >= 1, got 0"),
+    ("--parallel=x", "error: flag --parallel=x: invalid literal for int()"),
 ])
 def test_bad_global_override_fails_before_any_point(tmp_path, flag, message):
   proc = subprocess.run([sys.executable, "-m", "linear_seq.studies.sweep", f"--config={TINY}",
                          f"--workdir={tmp_path}", flag], env=cli_env(), capture_output=True, text=True, cwd=REPO)
   assert proc.returncode == 1 and message in proc.stderr, proc.stderr[-2000:]
+  assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
   assert not os.listdir(tmp_path)
 
 
