@@ -116,10 +116,30 @@ def test_failed_point_is_reported_and_sweep_continues(tmp_path, capsys):
   base = sweep.load_study(str(config)).get_config()
   code = sweep.run_sweep(str(config), str(tmp_path / "run"), base_config=base, log=print)
   out = capsys.readouterr().out
-  assert code == 1 and "FAILED model.mixer=nope" in out and "[failed]" in out
+  assert code == 1 and "FAILED model.mixer=nope" in out and "[1/1] failed model.mixer=nope in " in out
   assert "nope" in open(tmp_path / "run" / "model.mixer=nope" / "log.txt").read()
   md = open(tmp_path / "run" / "results.md").read()
   assert "## Not finished" in md and "failed" in md
+
+
+def test_progress_line_per_finished_point(tmp_path):
+  """index/total, status, overrides, the point's metric, its time, the sweep's elapsed time and the ETA."""
+  now = [100.0]
+  progress = sweep.Progress(5, parallel=2, clock=lambda: now[0])
+  points = [sweep.Point({"model.mixer": m, "seed": 0}, m, str(tmp_path / m), 10, []) for m in ("gla", "s4")]
+  os.makedirs(points[0].workdir)
+  with open(os.path.join(points[0].workdir, "eval.json"), "w") as f:
+    json.dump({"step": 10, "accuracy": 0.91234, "eval_loss": 0.3}, f)
+  now[0] = 160.0
+  assert progress.line(points[0], {"status": "ok", "wall_time": 50.0}) == (
+      "[1/5] ok model.mixer=gla, seed=0: accuracy=0.9123 in 50s; elapsed 1m00s, ETA 1m40s")  # 50 s × ⌈4/2⌉
+  now[0] = 3800.0
+  assert progress.line(points[1], {"status": "failed", "wall_time": 70.0}) == (
+      f"[2/5] failed model.mixer=s4, seed=0 in 1m10s (see {points[1].workdir}/log.txt); elapsed 1h01m, "
+      "ETA 2m00s")  # mean 60 s × ⌈3/2⌉
+  for _ in range(3):
+    last = progress.line(points[0], {"status": "ok", "wall_time": 1.0})
+  assert last.startswith("[5/5] ok") and last.endswith("done")
 
 
 def test_point_names_are_sanitized_and_deterministic():
