@@ -2,6 +2,8 @@
 
   python -m linear_seq.studies.sweep --config=experiments/mqar/config.py[:args] --workdir=DIR \
       [--parallel=N] [--dry_run] [--config.train.num_steps=...]
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py[:args] --workdir=experiments/mqar \
+      --plots_only     # redraw a committed study's plots from its results.csv (nothing runs)
 
 A config file defines `get_config(arg)` and `get_sweep()` (or `get_sweep(arg)`), a list of override dicts
 such as `[{"model.mixer": m, "seed": s} for m in ... for s in ...]`. Each point runs in its own sub-workdir
@@ -307,12 +309,40 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
 # ---------------------------------------------------------------------------------------------- entry point
 
 
+def redraw_plots(config_arg: str, workdir: str, *, base_config: ml_collections.ConfigDict,
+                 log: Callable[[str], None] = print) -> list[str]:
+  """--plots_only: the study's plots redrawn, nothing run and results.{csv,md} left as they are. The rows come
+  from the points' sub-workdirs where they exist, else from DIR/results.csv and DIR/curves.json (a committed
+  study; without curves.json, which sweeps write since 2026-12-01, learning curves and series are skipped)."""
+  path, arg = config_lib.split_spec(config_arg)
+  module = load_study(path)
+  points = make_points(config_arg, workdir, get_points(module, arg), base_config=base_config)
+  csv_path = os.path.join(workdir, "results.csv")
+  if any(os.path.isdir(p.workdir) for p in points) or not os.path.exists(csv_path):
+    rows = collect.collect(points)
+  else:
+    rows = collect.rows_from_csv(csv_path, base_config, {p.name: p.overrides for p in points})
+    curves = os.path.exists(os.path.join(workdir, collect.CURVES_FILE))
+    log(f"sweep: plots from {csv_path} ({len(rows)} rows; no sub-workdirs"
+        + (f", curves from {collect.CURVES_FILE})" if curves else f" and no {collect.CURVES_FILE}: no learning curves)"))
+  specs = call_hook(module, "get_plots", arg=arg)
+  files = plots_lib.draw(specs, rows, workdir)
+  drawn = {os.path.splitext(f)[0] for f in files}
+  skipped = [s["file"] for s in specs or () if os.path.splitext(s["file"])[0] not in drawn]
+  log("sweep: drew " + (", ".join(files) or "nothing") + (f"; no data for {', '.join(skipped)}" if skipped else ""))
+  return files
+
+
 def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.ConfigDict,
               global_flags: dict[str, str] | None = None, parallel: int = 1, dry_run: bool = False,
-              command: str = "", log: Callable[[str], None] = print) -> int:
+              command: str = "", log: Callable[[str], None] = print, plots_only: bool = False) -> int:
   """Runs (or with dry_run prints) the sweep, then writes the plots and DIR/results.{csv,md}; returns the exit code.
 
-  collect -> plots -> report: the rows of every point, the study's plots drawn from them, then the tables."""
+  collect -> plots -> report: the rows of every point, the study's plots drawn from them, then the tables.
+  plots_only: redraw_plots (nothing runs)."""
+  if plots_only:
+    redraw_plots(config_arg, workdir, base_config=base_config, log=log)
+    return 0
   path, arg = config_lib.split_spec(config_arg)
   module = load_study(path)
   eval_args = list(call_hook(module, "get_eval_args", arg=arg) or [])
@@ -341,10 +371,13 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
       points = points + extra
 
   rows = collect.collect(points, statuses)
-  plot_files = plots_lib.draw(call_hook(module, "get_plots", arg=arg), rows, workdir)
+  specs = call_hook(module, "get_plots", arg=arg)
+  plot_files = plots_lib.draw(specs, rows, workdir)
+  sources = sorted({s.get("source", "position_loss.json") for s in specs or () if s.get("kind") == "series"})
+  curves = collect.write_curves(workdir, rows, sources)  # what --plots_only redraws the curves from
   study = getattr(module, "STUDY", os.path.basename(os.path.dirname(os.path.abspath(path))))
   files = report.write_report(workdir, rows, study=study, command=command, plot_files=plot_files,
-                              point_env=SINGLE_THREAD_ENV if parallel > 1 else None) + plot_files
+                              point_env=SINGLE_THREAD_ENV if parallel > 1 else None) + plot_files + [curves]
   failed = [n for n, s in statuses.items() if s["status"] == "failed"]
   done = sum(s["status"] == "ok" for s in statuses.values())
   skipped = sum(s["status"] == "skipped" for s in statuses.values())
@@ -360,6 +393,8 @@ def define_flags() -> None:
   flags.DEFINE_string("workdir", None, "Sweep directory: one sub-workdir per point, results.csv/md, plots.")
   flags.DEFINE_integer("parallel", 1, "Points run at once, each pinned to one CPU core when > 1.")
   flags.DEFINE_bool("dry_run", False, "Print the points' commands (for a cluster launcher) instead of running.")
+  flags.DEFINE_bool("plots_only", False, "Only redraw the plots (PNG + PDF), from the sub-workdirs or, without "
+                    "them, from DIR/results.csv; runs nothing and leaves results.csv/md as they are.")
   cli.define_verbose_flag()
   flags.mark_flags_as_required(["config", "workdir"])
 
@@ -382,7 +417,8 @@ def main(argv: Sequence[str]) -> None:
       raise ValueError(f"unexpected arguments: {' '.join(unexpected)}")
     command = shlex.join(["python", "-m", "linear_seq.studies.sweep", *sys.argv[1:]])
     code = run_sweep(flag_values.config, flag_values.workdir, base_config=base_config, global_flags=global_flags,
-                     parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command)
+                     parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command,
+                     plots_only=flag_values.plots_only)
   sys.exit(code)
 
 
