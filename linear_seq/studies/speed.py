@@ -33,6 +33,7 @@ from flax import nnx
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+import matplotlib.ticker  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from linear_seq import config_lib  # pylint: disable=wrong-import-position
 from linear_seq import eval_lib  # pylint: disable=wrong-import-position
@@ -191,6 +192,20 @@ def markdown(records: Sequence[dict[str, Any]], *, command: str, plots: Sequence
   return "\n".join(lines)
 
 
+def _plain_log_y(ax) -> None:
+  """Log-axis y labels as plain numbers (0.6, not 6×10⁻¹); the 2, 3, 4, 6 between the powers of ten too
+  where the axis spans less than two decades."""
+  lo, hi = ax.get_ylim()
+  few = math.log10(hi / lo) < 2
+
+  def minor(v, _):
+    lead = round(v / 10 ** math.floor(math.log10(v)), 6)
+    return f"{v:g}" if few and lead in (2, 3, 4, 6) else ""
+
+  ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+  ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(minor))
+
+
 def draw(records: Sequence[dict[str, Any]], workdir: str) -> list[str]:
   """train_step_vs_length, decode_vs_context, memory_vs_length, each as PNG and PDF (plots.save)."""
   files = []
@@ -213,6 +228,7 @@ def draw(records: Sequence[dict[str, Any]], workdir: str) -> list[str]:
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     plots_lib._plain_log_ticks(ax.xaxis)  # pylint: disable=protected-access
+    _plain_log_y(ax)
     ax.set_xlabel(("sequence length" if key != "decode_ms_per_token" else "context length") + " T (tokens)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
