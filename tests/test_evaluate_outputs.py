@@ -66,3 +66,11 @@ def test_existing_outputs_are_not_replaced_silently(tmp_path, monkeypatch, capsy
   run_main(monkeypatch, tmp_path, result_step=5)
   assert json.load(open(tmp_path / "eval.json"))["step"] == 5
   assert f"replaced {tmp_path}/eval.json (was: step 2, validation, T=None)" in capsys.readouterr().err
+
+
+def test_restart_removes_every_evaluation_output(tmp_path):
+  from linear_seq import workdir  # pylint: disable=g-import-not-at-top
+  for name in ("eval.json", "eval_validation_T64.json", "position_loss_test_T16.json", "log.txt", "notes.json"):
+    (tmp_path / name).write_text("{}")
+  assert workdir.restart(str(tmp_path)) == ["eval.json", "eval_validation_T64.json", "position_loss_test_T16.json"]
+  assert sorted(os.listdir(tmp_path)) == ["log.txt", "notes.json"]
