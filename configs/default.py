@@ -173,6 +173,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.train.fsdp = False
   # 'START,END': write a jax.profiler trace of steps START..END to WORKDIR/profile/; '' = no profiling.
   c.train.profile_steps = ""
+  # Debug: run the ops' value checks (e.g. log_decay <= 0) inside the jitted steps via checkify (slower).
+  c.train.debug_checks = False
 
   c.mesh = ml_collections.ConfigDict()
   # Devices on the mesh's data axis (batch; FSDP shards over it); 0 = all devices not used by seq.

@@ -1,10 +1,19 @@
 """Input checks with one-line messages, shared by the ops, the mixers and the model (imports nothing from
 linear_seq). Value checks run on concrete values only: under jit/grad/vmap the values are tracers, unknown
-until run time, and the check is skipped (`if_concrete`)."""
-from typing import Any, Callable, Union
+until run time, and the check is skipped (`if_concrete`) -- unless debug checks are on: a function wrapped by
+`checked(fn)` (the trainer's `--config.train.debug_checks=True`) is traced with the same checks staged in by
+`jax.experimental.checkify`, so e.g. a positive log_decay computed inside a jitted step raises
+checkify.JaxRuntimeError naming it (with the array's min and max) instead of producing huge values."""
+import contextlib
+import functools
+from typing import Any, Callable, Iterator, Union
 
 import jax
+from jax.experimental import checkify
+import jax.numpy as jnp
 import numpy as np
+
+_debug_depth = [0]  # > 0 while a `checked` function is traced: if_concrete stages its check into it
 
 
 def is_concrete(x) -> bool:
@@ -17,10 +26,57 @@ def if_concrete(x, ok: Callable[[np.ndarray], Any], message: Union[str, Callable
 
   message: a string, or a function of the values (to name the offending ones)."""
   if not is_concrete(x):
+    if _debug_depth[0] > 0:
+      _staged_check(x, ok, message)
     return
   values = np.asarray(x)
   if not ok(values):
     raise ValueError(message(values) if callable(message) else message)
+
+
+def _staged_check(x, ok: Callable[[Any], Any], message) -> None:
+  """checkify.check of ok(x) on a traced x (the ok functions use NumPy calls that also take tracers); a check
+  that needs concrete values (e.g. int(x)) stays skipped."""
+  try:
+    passed = jnp.all(jnp.asarray(ok(x)))
+  except (jax.errors.ConcretizationTypeError, TypeError):
+    return
+  if isinstance(message, str):
+    text = message
+  else:  # a function of the values (e.g. _log_decay_message): its name says what is checked
+    text = f"{getattr(message, '__name__', 'value').strip('_').removesuffix('_message')} out of range"
+  text = text.replace("{", "{{").replace("}", "}}")
+  if jnp.issubdtype(x.dtype, jnp.complexfloating) or jnp.issubdtype(x.dtype, jnp.bool_):
+    checkify.check(passed, f"{text} (debug check under jit)")
+  else:
+    checkify.check(passed, f"{text} (debug check under jit: min {{lo}}, max {{hi}})", lo=jnp.min(x),
+                   hi=jnp.max(x))
+
+
+@contextlib.contextmanager
+def debug_checks() -> Iterator[None]:
+  """While active, value checks on traced arrays are staged as checkify checks (only valid inside a
+  checkify-transformed function: use `checked`)."""
+  _debug_depth[0] += 1
+  try:
+    yield
+  finally:
+    _debug_depth[0] -= 1
+
+
+def checked(fn: Callable[..., Any], **jit_kwargs) -> Callable[..., Any]:
+  """jax.jit(fn, **jit_kwargs) with the ops' value checks run on device (jax.experimental.checkify): a failing
+  check raises checkify.JaxRuntimeError with its message after the call. Slower; for debugging."""
+  jitted = jax.jit(checkify.checkify(fn, errors=checkify.user_checks), **jit_kwargs)
+
+  @functools.wraps(fn)
+  def run(*args, **kwargs):
+    with debug_checks():  # the first call traces fn with the checks; later calls reuse that trace
+      err, out = jitted(*args, **kwargs)
+    err.throw()
+    return out
+
+  return run
 
 
 def check_choice(what: str, value, valid) -> None:

@@ -52,3 +52,34 @@ def load_config_flag(name: str = "config"):
     lines = [l.strip() for l in str(cause).strip().splitlines() if l.strip()]
     fail(f"--{name}: cannot load {filename!r}: {type(cause).__name__}: {lines[-1] if lines else ''}")
   return config
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+  """app.run's flags_parser: a bad flag value is `error: <absl's message>` and exit 1; with a config_flags
+  --config, a --config.a.b=value override naming no field (config_flags raises a KeyError or AttributeError
+  while parsing) is one error line with the nearest valid name (config_lib's message), not a traceback."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    fail(f"{e} (--helpshort lists the flags)")
+    raise  # (not reached)
+  except (KeyError, AttributeError, ValueError, TypeError) as e:
+    if "--verbose" in argv:
+      traceback.print_exc()
+    fail(_override_error(argv) or " ".join(str(e).replace("\\n", " ").strip("'\"").split()))
+    raise  # (not reached)
+
+
+def _override_error(argv: list[str]) -> str | None:
+  """config_lib's message for the --config=FILE and --config.x=v arguments in argv (None if they are fine)."""
+  from linear_seq import config_lib  # pylint: disable=g-import-not-at-top
+
+  spec = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+  if spec is None and "--config" in argv[:-1]:
+    spec = argv[argv.index("--config") + 1]
+  try:
+    overrides, _ = config_lib.override_args([a for a in argv[1:] if a.startswith("--config.")])
+    config_lib.apply_overrides(config_lib.load_config(spec), overrides)
+  except Exception as e:  # pylint: disable=broad-except  (whatever the config file raises: its message)
+    return str(e)
+  return None

@@ -4,6 +4,7 @@ each other, and the resolved config saved in a workdir as config.json and restor
 
 No model or data imports: every config file imports this module."""
 import ast
+import difflib
 import hashlib
 import importlib.util
 import json
@@ -45,7 +46,15 @@ def check_options(opts: Mapping[str, Any], valid: Iterable[str]) -> None:
   valid = sorted(valid)
   unknown = sorted(set(opts) - set(valid))
   if unknown:
-    raise ValueError(f"unknown config option(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+    hints = [nearest(u, valid) + (f" for {u}" if len(unknown) > 1 else "") for u in unknown if nearest(u, valid)]
+    hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+    raise ValueError(f"unknown config option(s) {', '.join(unknown)}{hint}; valid: {', '.join(valid)}")
+
+
+def nearest(name: str, valid: Iterable[str]) -> str | None:
+  """The valid name closest to a mistyped `name` (difflib's ratio ≥ 0.6), or None when none is close."""
+  close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+  return close[0] if close else None
 
 
 def parse_options(arg: str, valid: Iterable[str]) -> dict:
@@ -147,10 +156,31 @@ def _parent(config: ml_collections.ConfigDict, key: str) -> tuple[ml_collections
     child = node.get(name) if isinstance(node, ml_collections.ConfigDict) else None
     if name not in node or (i < len(parents) and not isinstance(child, ml_collections.ConfigDict)):
       section = ".".join(parents[:i]) or "top level"
-      raise ValueError(f"unknown config field {key!r}; valid fields at {section}: {', '.join(sorted(node.keys()))}")
+      near = _suggest(config, parents + [leaf])  # the whole key, else the nearest name at this level
+      if near is None and name not in node and nearest(name, node.keys()):
+        near = ".".join(parents[:i] + [nearest(name, node.keys())])
+      hint = f" did you mean {near!r}?" if near else ""
+      raise ValueError(f"unknown config field {key!r};{hint} valid fields at {section}: "
+                       f"{', '.join(sorted(node.keys()))}")
     if i < len(parents):
       node = child
   return node, leaf
+
+
+def _suggest(config: ml_collections.ConfigDict, names: Sequence[str]) -> str | None:
+  """The existing dotted field nearest to a mistyped one, name by name ('trian.num_step' -> 'train.num_steps'),
+  or None where some name has no close match."""
+  node, out = config, []
+  for i, name in enumerate(names):
+    if not isinstance(node, ml_collections.ConfigDict):
+      return None
+    name = name if name in node else nearest(name, node.keys())
+    if name is None:
+      return None
+    out.append(name)
+    node = node[name]
+  leaf_ok = not isinstance(node, ml_collections.ConfigDict)
+  return ".".join(out) if leaf_ok and out != list(names) else None
 
 
 _PARSERS = {bool: flags.BooleanParser(), int: flags.IntegerParser(), float: flags.FloatParser(),

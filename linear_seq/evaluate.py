@@ -1,7 +1,13 @@
 """Evaluates a workdir's checkpoint with its saved config; writes and prints DIR/eval.json (process 0 only).
 
   python -m linear_seq.evaluate --workdir=runs/default [--step=S] [--generate=200 --prompt='ROMEO:'] \
-      [--config.eval.seq_len=1024 --output=runs/default/eval_1024.json] [--position_loss]
+      [--config.eval.seq_len=1024  (writes eval_validation_T1024.json)] [--output=PATH] [--position_loss]
+
+Outputs are never replaced silently: the default evaluation (the validation split at the saved config's
+length, latest step, no overrides) writes WORKDIR/eval.json, which a later evaluation of that kind replaces
+(saying so); any other writes WORKDIR/eval_<split>_T<len>.json (`_step<S>` added with --step), or --output,
+and refuses to replace an existing file unless --overwrite. --position_loss writes position_loss<same
+suffix>.json beside it.
 
 eval.json: step, split, eval_loss (nats/token over weighted positions), perplexity, bits_per_byte (text) or
 accuracy (synthetic: argmax on the weighted positions), num_params, state_size (floats per sequence at
@@ -44,8 +50,11 @@ def define_flags() -> None:
   flags.DEFINE_string("workdir", None, "Training workdir (holds config.json and checkpoints/).")
   flags.DEFINE_integer("step", None, "Checkpoint step to evaluate; default: the latest.")
   flags.DEFINE_string("split", "validation", "Dataset split to evaluate.")
-  flags.DEFINE_string("output", "", f"Where to write the JSON; default: WORKDIR/{EVAL_FILE}.")
-  flags.DEFINE_bool("position_loss", False, f"Also write the loss per position to WORKDIR/{POSITION_LOSS_FILE}.")
+  flags.DEFINE_string("output", "", f"Where to write the JSON; default: WORKDIR/{EVAL_FILE} for the default "
+                      "evaluation, else WORKDIR/eval_<split>_T<len>.json.")
+  flags.DEFINE_bool("overwrite", False, "Replace an existing --output / eval_<split>_T<len>.json file.")
+  flags.DEFINE_bool("position_loss", False, f"Also write the loss per position to WORKDIR/{POSITION_LOSS_FILE} "
+                    "(position_loss_<split>_T<len>.json for other evaluations).")
   flags.DEFINE_integer("generate", 0, "Print this many sampled tokens after --prompt.")
   flags.DEFINE_string("prompt", "ROMEO:", "Prompt for --generate (text datasets; synthetic: a validation prefix).")
   flags.DEFINE_float("temperature", 0.8, "Sampling temperature for --generate (0 = greedy).")
@@ -165,6 +174,40 @@ def sample(r: Restored, n: int, *, prompt: str = "", temperature: float = 0.8, s
   return f"prompt: {prompt_ids}\nsample: {new}"
 
 
+class OutputExists(Exception):
+  """An evaluation output that would replace an existing file (without --overwrite)."""
+
+
+def output_paths(workdir: str, *, split: str, seq_len: Optional[int], step: Optional[int], overrides: bool,
+                 output: str = "") -> tuple[str, str]:
+  """(the eval JSON, the position-loss JSON) of one evaluation: eval.json / position_loss.json for the default
+  one (validation split, no --step, no overrides: seq_len is not needed), else eval_<split>_T<len>[_step<S>].json
+  and position_loss_<...>.json; `output` replaces the first and puts the second beside it (<stem>_position_loss.json)."""
+  if output:
+    return output, os.path.splitext(output)[0] + "_position_loss.json"
+  if split == "validation" and step is None and not overrides:
+    return os.path.join(workdir, EVAL_FILE), os.path.join(workdir, POSITION_LOSS_FILE)
+  suffix = f"_{split}_T{seq_len}" + (f"_step{step}" if step is not None else "") + ".json"
+  return os.path.join(workdir, "eval" + suffix), os.path.join(workdir, "position_loss" + suffix)
+
+
+def check_writable(path: str, *, overwrite: bool, default: bool) -> Optional[str]:
+  """Refuses (OutputExists) to replace an existing file, unless `overwrite`, or `default` (eval.json of the
+  default evaluation, which a newer evaluation updates); returns the replaced file's step note, or None."""
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(path) as f:
+      old = json.load(f)
+    note = f"step {old.get('step')}, {old.get('split')}, T={old.get('eval_seq_len')}"
+  except (OSError, ValueError, AttributeError):
+    note = "unreadable"
+  if not (overwrite or default):
+    raise OutputExists(f"{path} exists ({note}); not replaced: pass --overwrite to replace it or --output=PATH "
+                       "to write elsewhere")
+  return note
+
+
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl parses the flags; the --config.a.b=value overrides (for the workdir's config.json) stay in argv for
   main, which parses them against the saved config."""
@@ -189,18 +232,28 @@ def main(argv):
     restored = restore(workdir, FLAGS.step, overrides)
   # Every process computes (the arrays are global); only process 0 writes and prints.
   is_primary = jax.process_index() == 0
+  overwrite = getattr(FLAGS, "overwrite", False)
+  default = not (FLAGS.output or overrides or FLAGS.split != "validation" or FLAGS.step is not None)
+  output, positions_path = output_paths(
+      workdir, split=FLAGS.split, step=FLAGS.step, overrides=bool(overrides), output=FLAGS.output,
+      seq_len=None if default else eval_lib.eval_seq_len(restored.config))
+  with cli.one_line_errors(OutputExists):  # before the evaluation, not after it
+    replaced = check_writable(output, overwrite=overwrite, default=default) if is_primary else None
+    if FLAGS.position_loss and is_primary:
+      check_writable(positions_path, overwrite=overwrite, default=default)
   result = evaluate_restored(workdir, restored, split=FLAGS.split, position_loss=FLAGS.position_loss)
   positions = result.pop("position_loss", None)
   if is_primary:
     if positions is not None:
-      with open(os.path.join(workdir, POSITION_LOSS_FILE), "w") as f:
+      with open(positions_path, "w") as f:
         json.dump({"step": result["step"], "position": list(range(1, len(positions) + 1)),
                    "position_loss": positions}, f)
-    output = FLAGS.output or os.path.join(workdir, EVAL_FILE)
     with open(output, "w") as f:
       json.dump(result, f, indent=2)
       f.write("\n")
     print(json.dumps(result, indent=2))
+    if replaced is not None:
+      print(f"replaced {output} (was: {replaced})", file=sys.stderr)
   if FLAGS.generate > 0:
     text = sample(restored, FLAGS.generate, prompt=FLAGS.prompt, temperature=FLAGS.temperature, seed=FLAGS.seed)
     if is_primary:

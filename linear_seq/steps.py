@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
+from linear_seq import checks
 from linear_seq import model as model_lib
 from linear_seq import optim
 from linear_seq import sharding
@@ -58,6 +59,9 @@ def setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sharding
   train = jax.jit(functools.partial(train_step, graphdef=graphdef, tx=tx), donate_argnames=("state",),
                   out_shardings=(shardings, {"loss": replicated, "grad_norm": replicated}))
   evaluate = jax.jit(functools.partial(eval_step, graphdef=graphdef))
+  if config.train.get("debug_checks", False):  # the ops' value checks inside the steps (checkify)
+    train = checks.checked(functools.partial(train_step, graphdef=graphdef, tx=tx))
+    evaluate = checks.checked(functools.partial(eval_step, graphdef=graphdef))
   return Static(graphdef, tx, mesh, bool(config.train.fsdp), train, evaluate), abstract, shardings
 
 

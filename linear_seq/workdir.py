@@ -127,7 +127,9 @@ def no_checkpoint_error(workdir: str, found: list[str]) -> WorkdirError:
 def restart(workdir: str) -> list[str]:
   """Removes the run's outputs (RUN_OUTPUTS) from `workdir`, with a warning; returns what was removed."""
   removed = []
-  for name in RUN_OUTPUTS:
+  others = sorted(n for n in os.listdir(workdir) if n.endswith(".json")  # evaluate's other outputs
+                  and n.startswith(("eval_", "position_loss_"))) if os.path.isdir(workdir) else []
+  for name in (*RUN_OUTPUTS, *others):
     path = os.path.join(workdir, name)
     if os.path.isdir(path):
       shutil.rmtree(path)

@@ -30,7 +30,10 @@ def test_parse_arg_types():
 @pytest.mark.parametrize("arg, valid, expected", [
     ("mixer=gla,tiny=True", ("mixer", "tiny"), {"mixer": "gla", "tiny": True}),
     ("", ("tiny",), {}),
-    ("tny=True", ("mixer", "tiny"), "unknown config option.*tny; valid: mixer, tiny"),
+    ("tny=True", ("mixer", "tiny"), r"unknown config option\(s\) tny \(did you mean tiny\?\); valid: mixer, tiny"),
+    ("tny=1,mxr=2,zz=3", ("mixer", "tiny"),
+     r"option\(s\) mxr, tny, zz \(did you mean mixer for mxr, tiny for tny\?\); valid: mixer, tiny"),
+    ("zz=3", ("mixer", "tiny"), r"unknown config option\(s\) zz; valid: mixer, tiny"),
     ("tiny", ("tiny",), "not key=value"),
 ])
 def test_parse_options(arg, valid, expected):
@@ -40,6 +43,22 @@ def test_parse_options(arg, valid, expected):
   else:
     with pytest.raises(ValueError, match=expected):
       config_lib.parse_options(arg, valid)
+
+
+@pytest.mark.parametrize("key, hint", [
+    ("train.num_step", "did you mean 'train.num_steps'?"),
+    ("trian.num_step", "did you mean 'train.num_steps'?"),  # every name of the key corrected
+    ("trian.lr", "did you mean 'train'?"),  # no field near 'lr': the section alone
+    ("modl.mixr", "did you mean 'model.mixer'?"),
+    ("model.zzzz", None),  # nothing close: the valid fields only
+    ("seed.x", None),  # 'seed' exists but is no section
+])
+def test_unknown_fields_suggest_the_nearest_valid_name(key, hint):
+  with pytest.raises(ValueError) as e:
+    config_lib.apply_overrides(load("default"), {key: "1"})
+  message = str(e.value)
+  assert message.startswith(f"unknown config field {key!r};") and "valid fields at" in message
+  assert (hint in message) if hint else ("did you mean" not in message), message
 
 
 def test_flatten():
@@ -64,7 +83,7 @@ def test_config_files_options():
   assert default.model.mixer == "retention" and default.train.num_steps <= 10
   assert (mqar.data.dataset, mqar.data.vocab_size, mqar.data.seq_len, mqar.model.mlp_ratio) == ("mqar", 1024, 64, 0)
   assert mqar.model.mixer == "softmax" and mqar.model.conv_width == 4
-  with pytest.raises(ValueError, match="unknown config option.*tny; valid: mixer, tiny"):
+  with pytest.raises(ValueError, match=r"unknown config option.*tny \(did you mean tiny\?\); valid: mixer, tiny"):
     load("mqar", "tny=True")
 
 
@@ -102,7 +121,8 @@ def test_apply_overrides_casts_and_rejects_unknown_fields():
   assert out.eval.seq_len == 512 and out.train.learning_rate == 1.0 and type(out.train.learning_rate) is float
   assert out.model.tie_embeddings is False and out.model.mixer == "s4"
   assert config.eval.seq_len == 0  # the input is not modified
-  with pytest.raises(ValueError, match=r"unknown config field 'eval.seqlen'; valid fields at eval: batch_size"):
+  with pytest.raises(ValueError, match=r"unknown config field 'eval.seqlen'; did you mean 'eval.seq_len'\? "
+                     r"valid fields at eval: batch_size"):
     config_lib.apply_overrides(config, {"eval.seqlen": "1"})
   with pytest.raises(ValueError, match="unknown config field 'evl.seq_len'.*top level"):
     config_lib.apply_overrides(config, {"evl.seq_len": "1"})

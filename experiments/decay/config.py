@@ -53,11 +53,12 @@ def gamma_of(row: dict) -> str:
 def get_plots(arg: str = ""):
   opts = config_lib.parse_options(arg, OPTIONS)
   metric = "accuracy" if opts.get("task", "mqar") == "mqar" else "bits_per_byte"
+  words = "MQAR accuracy" if metric == "accuracy" else "bits/byte"
   return [
       {"kind": "xy", "x": gamma_of, "y": metric, "where": {"model.mixer": "retention"},
-       "file": f"retention_{metric}_vs_gamma.png", "title": f"retention: {metric} vs fixed decay gamma",
-       "xlabel": "gamma (every head)", "zoom": metric != "accuracy"},
+       "file": f"retention_{metric}_vs_gamma.png", "title": f"retention: {words} vs its fixed decay γ",
+       "xlabel": "decay γ (the same in every head; multi-scale: one per head)"},
       {"kind": "xy", "x": "model.gate_temperature", "y": metric, "where": {"model.mixer": "gla"}, "logx": 2,
-       "file": f"gla_{metric}_vs_temperature.png", "title": f"GLA: {metric} vs gate temperature",
-       "xlabel": "gate temperature tau"},
+       "file": f"gla_{metric}_vs_temperature.png", "title": f"GLA: {words} vs its gate temperature",
+       "xlabel": "gate temperature τ (log α = log σ(x) / τ)"},
   ]

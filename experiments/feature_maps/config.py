@@ -70,11 +70,14 @@ def get_sweep(arg: str = ""):
           for m in maps for s in seeds]
 
 
+METRIC_WORDS = {"accuracy": "MQAR accuracy", "bits_per_byte": "Shakespeare bits/byte"}
+
+
 def get_plots(arg: str = ""):
   metric = "accuracy" if _opts(arg).get("task", "mqar") == "mqar" else "bits_per_byte"
   return [
       {"kind": "xy", "x": "model.feature_map", "y": metric, "file": f"{metric}_by_feature_map.png",
-       "title": f"linear attention: {metric} by feature map", "xlabel": "feature map", "zoom": metric != "accuracy"},
+       "title": f"linear attention: {METRIC_WORDS[metric]} by feature map", "xlabel": "feature map φ"},
       {"kind": "curves", "y": "eval_loss", "group": "model.feature_map", "file": "eval_loss_curves.png",
-       "title": "eval loss during training"},
+       "title": "linear attention: validation loss during training"},
   ]

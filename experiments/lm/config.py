@@ -95,5 +95,5 @@ def get_plots(arg: str = ""):
        "file": "loss_vs_position.png", "logx": 2, "title": "validation loss vs position in the context",
        "xlabel": "position in the context (tokens)", "ylabel": "loss (nats/token)"},
       {"kind": "xy", "x": label, "y": "bits_per_byte", "file": "bits_per_byte.png",
-       "title": "Shakespeare: validation bits/byte", "xlabel": "mixer", "zoom": True},
+       "title": "Shakespeare: validation bits/byte", "xlabel": "mixer (arm)"},
   ]

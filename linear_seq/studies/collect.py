@@ -84,3 +84,72 @@ def value(row: dict[str, Any], key: str) -> Any:
   if key in row:
     return row[key]
   return row.get("_config", {}).get(key)
+
+
+def _cell(text: str) -> Any:
+  """A results.csv cell back as a number where it is one ('' -> None)."""
+  if text == "":
+    return None
+  for cast in (int, float):
+    try:
+      return cast(text)
+    except ValueError:
+      pass
+  return {"True": True, "False": False}.get(text, text)
+
+
+def rows_from_csv(path: str, base_config, known: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+  """Result rows rebuilt from a committed results.csv (report.write_csv), for redrawing a study's plots without
+  its sub-workdirs: a row's overrides are its sweep point's (`known`, by name) or its non-empty override cells
+  typed by the config (config_lib.parse_value), its '_config' the base config with them applied. Learning
+  curves and per-point files are not in the CSV: '_metrics' is empty and '_workdir' is ''."""
+  import csv  # pylint: disable=g-import-not-at-top
+
+  with open(path, newline="") as f:
+    reader = csv.DictReader(f)
+    fields = reader.fieldnames or []
+    table = list(reader)
+  if "name" not in fields or "status" not in fields:
+    raise ValueError(f"{path}: not a sweep's results.csv (needs the name and status columns)")
+  override_keys = fields[fields.index("name") + 1:fields.index("status")]
+  flat_base = config_lib.flatten(config_lib.to_dict(base_config))
+  rows = []
+  for cells in table:
+    name = cells["name"]
+    if known and name in known:
+      overrides = dict(known[name])
+    else:
+      overrides = {k: config_lib.parse_value(k, flat_base.get(k), cells[k]) for k in override_keys if cells[k] != ""}
+    row: dict[str, Any] = {"name": name, **overrides}
+    for k, v in cells.items():
+      if k not in override_keys and k != "name":
+        row[k] = _cell(v)
+    row["_overrides"] = overrides
+    row["_config"] = config_lib.flatten(config_lib.to_dict(config_lib.apply_overrides(base_config, overrides)))
+    row["_metrics"] = []
+    row["_workdir"] = ""
+    rows.append(row)
+  curves = _read_json(os.path.join(os.path.dirname(path), CURVES_FILE)) or {}
+  for row in rows:  # learning curves and per-point series, where the sweep saved them (write_curves)
+    saved = curves.get(row["name"], {})
+    row["_metrics"] = saved.get("metrics", [])
+    row["_series"] = saved.get("series", {})
+  return rows
+
+
+CURVES_FILE = "curves.json"
+_CURVE_KEYS = ("step", "train_loss", "eval_loss", "eval_accuracy", "eval_bits_per_byte", "accuracy", "bits_per_byte")
+
+
+def write_curves(workdir: str, rows: Sequence[dict[str, Any]], sources: Sequence[str] = ()) -> str:
+  """DIR/curves.json: each point's learning curves (the loss/accuracy keys of its metrics.jsonl lines) and its
+  per-point series files (`sources`, e.g. position_loss.json), so that --plots_only can redraw every plot from
+  the committed study folder without the sub-workdirs. Returns the file name."""
+  out = {}
+  for r in rows:
+    series = {src: _read_json(os.path.join(r["_workdir"], src)) for src in sources}
+    out[r["name"]] = {"metrics": [{k: m[k] for k in _CURVE_KEYS if k in m} for m in r.get("_metrics", [])],
+                      "series": {k: v for k, v in series.items() if v is not None}}
+  with open(os.path.join(workdir, CURVES_FILE), "w") as f:
+    json.dump(out, f, separators=(",", ":"))
+  return CURVES_FILE

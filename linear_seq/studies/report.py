@@ -141,7 +141,9 @@ def markdown(rows: Sequence[dict[str, Any]], *, study: str, command: str, env: d
     lines += ["Blank override cells take the study config's value: " + ", ".join(defaults)
               + " (a field a mixer does not use is ignored by it).", ""]
   if plot_files:
-    lines += ["## Plots", ""] + [f"![{os.path.splitext(p)[0]}]({p})" for p in plot_files] + [""]
+    lines += ["## Plots", ""] + [f"![{os.path.splitext(p)[0]}]({p})" for p in plot_files if p.endswith(".png")]
+    lines += ["", "(Each plot also as PDF: " + ", ".join(p for p in plot_files if p.endswith(".pdf")) + ".)"
+              if any(p.endswith(".pdf") for p in plot_files) else "", ""]
   if any(len(a["seeds"]) > 1 for a in agg):
     lines += ["## Per point", ""]
     lines += common.md_table(["point", "status", *(METRIC_COLUMNS.get(m, m) for m in metrics)],

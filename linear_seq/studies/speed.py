@@ -3,6 +3,7 @@
   python -m linear_seq.studies.speed --workdir=runs/speed                  # ≈5 min on a CPU core
   python -m linear_seq.studies.speed --workdir=/tmp/speed --tiny           # smoke run, ≈1 min
   python -m linear_seq.studies.speed --decode_workdir=runs/lm/SUB          # decode ms/token of a trained model
+  python -m linear_seq.studies.speed --workdir=experiments/speed --plots_only   # redraw from speed.json
 
 For every mixer and sequence length T it measures
   - the training step: forward + backward (gradients of the mean next-token loss wrt all parameters) of the LM
@@ -32,6 +33,7 @@ from flax import nnx
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+import matplotlib.ticker  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from linear_seq import config_lib  # pylint: disable=wrong-import-position
 from linear_seq import eval_lib  # pylint: disable=wrong-import-position
@@ -39,6 +41,7 @@ from linear_seq import evaluate  # pylint: disable=wrong-import-position
 from linear_seq import model as model_lib  # pylint: disable=wrong-import-position
 from linear_seq import steps as steps_lib  # pylint: disable=wrong-import-position
 from linear_seq.studies import common  # pylint: disable=wrong-import-position
+from linear_seq.studies import plots as plots_lib  # pylint: disable=wrong-import-position
 
 MIXERS = ("softmax", "linear", "retention", "gla", "s4")
 LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)  # short lengths locate the crossover
@@ -184,33 +187,55 @@ def markdown(records: Sequence[dict[str, Any]], *, command: str, plots: Sequence
     body = [[m, *(_fmt(v * scale if v is not None else None) for v in (get(m, t, key) for t in lengths))]
             for m in mixers]
     lines += ["", f"## {title}", "", *common.md_table(["mixer", *columns], body)]
-  lines += [""] + [f"![{p}]({p})" for p in plots]
+  lines += [""] + [f"![{p}]({p})" for p in plots if p.endswith(".png")]
   lines += ["", "## Environment", ""] + [f"- {k}: `{v}`" for k, v in common.environment().items()] + [""]
   return "\n".join(lines)
 
 
+def _plain_log_y(ax) -> None:
+  """Log-axis y labels as plain numbers (0.6, not 6×10⁻¹); the 2, 3, 4, 6 between the powers of ten too
+  where the axis spans less than two decades."""
+  lo, hi = ax.get_ylim()
+  few = math.log10(hi / lo) < 2
+
+  def minor(v, _):
+    lead = round(v / 10 ** math.floor(math.log10(v)), 6)
+    return f"{v:g}" if few and lead in (2, 3, 4, 6) else ""
+
+  ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+  ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(minor))
+
+
 def draw(records: Sequence[dict[str, Any]], workdir: str) -> list[str]:
-  """train_step_vs_length.png, decode_vs_context.png, memory_vs_length.png."""
+  """train_step_vs_length, decode_vs_context, memory_vs_length, each as PNG and PDF (plots.save)."""
   files = []
-  for key, scale, ylabel, name in (("train_step_s", 1e3, "training step (ms)", "train_step_vs_length.png"),
-                                   ("decode_ms_per_token", 1.0, "decode (ms / token)", "decode_vs_context.png"),
-                                   ("train_memory_bytes", 2.0 ** -20, "compiled memory (MiB)",
-                                    "memory_vs_length.png")):
-    fig, ax = plt.subplots(figsize=(6, 4))
+  sizes = sorted({r["num_params"] for r in records if r.get("num_params")})
+  setup = " · ".join(filter(None, [
+      f"LM of {sizes[0] / 1e6:.2f}-{sizes[-1] / 1e6:.2f}M parameters" if sizes else "",
+      "median of the timed calls", "both axes log scale"]))
+  for key, scale, ylabel, name, title in (
+      ("train_step_s", 1e3, "training step, forward + backward (ms)", "train_step_vs_length.png",
+       "Training step time vs sequence length"),
+      ("decode_ms_per_token", 1.0, "decode time (ms/token)", "decode_vs_context.png",
+       "Decode time per token after a context of length T"),
+      ("train_memory_bytes", 2.0 ** -20, "compiled training-step memory (MiB)", "memory_vs_length.png",
+       "XLA compiled memory of the training step")):
+    fig, ax = plt.subplots(figsize=(6.4, 4))
     for m in dict.fromkeys(r["mixer"] for r in records):
       pts = [(r["seq_len"], r[key] * scale) for r in records if r["mixer"] == m and r.get(key) is not None]
       if pts:
-        ax.plot(*zip(*pts), marker="o", label=m)
+        ax.plot(*zip(*pts), marker="o", markersize=4, label=m)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("sequence length T" if key != "decode_ms_per_token" else "context length T")
+    plots_lib._plain_log_ticks(ax.xaxis)  # pylint: disable=protected-access
+    _plain_log_y(ax)
+    ax.set_xlabel(("sequence length" if key != "decode_ms_per_token" else "context length") + " T (tokens)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(workdir, name), dpi=110)
+    plots_lib.legend_outside(ax, "mixer")
+    plots_lib.titles(fig, ax, title, setup)
+    files += plots_lib.save(fig, workdir, name)
     plt.close(fig)
-    files.append(name)
   return files
 
 
@@ -232,6 +257,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_float("max_case_seconds", 120.0,
                      "Skip a mixer's longer lengths once a first call (compile + run) takes longer.", **kw)
   flags.DEFINE_bool("tiny", False, "Smoke run: tiny model, T in {64, 128}, 1 repeat.", **kw)
+  flags.DEFINE_bool("plots_only", False, "Only redraw the plots (PNG + PDF) from WORKDIR/speed.json.", **kw)
 
   def check_mixers(mixers):
     unknown = [m for m in mixers if m not in MIXERS]
@@ -250,6 +276,10 @@ def run_flags(flag_values: flags.FlagValues = FLAGS, argv: Sequence[str] | None 
   f = flag_values
   if f.decode_workdir:
     print(json.dumps(decode_speed_of_workdir(f.decode_workdir, context=f.decode_context, steps=f.decode_steps)))
+    return 0
+  if f.plots_only:
+    with open(os.path.join(f.workdir, "speed.json")) as fp:
+      print("wrote " + ", ".join(draw(json.load(fp), f.workdir)))
     return 0
   lengths = [int(t) for t in f.lengths] if not f.tiny else [64, 128]
   repeats, steps = (1, 2) if f.tiny else (f.repeats, f.decode_steps)

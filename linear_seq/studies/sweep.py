@@ -2,6 +2,8 @@
 
   python -m linear_seq.studies.sweep --config=experiments/mqar/config.py[:args] --workdir=DIR \
       [--parallel=N] [--dry_run] [--config.train.num_steps=...]
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py[:args] --workdir=experiments/mqar \
+      --plots_only     # redraw a committed study's plots from its results.csv (nothing runs)
 
 A config file defines `get_config(arg)` and `get_sweep()` (or `get_sweep(arg)`), a list of override dicts
 such as `[{"model.mixer": m, "seed": s} for m in ... for s in ...]`. Each point runs in its own sub-workdir
@@ -10,7 +12,8 @@ named after its overrides (`DIR/model.mixer=gla,seed=0`) as two subprocesses,
   python -m linear_seq.evaluate --workdir=SUB
 with their output appended to SUB/log.txt. Points whose eval.json is at the final step are skipped; an
 interrupted point is rerun and the trainer resumes from its checkpoint. A failed point is reported and the
-sweep goes on; the exit status is non-zero if any point failed.
+sweep goes on; the exit status is non-zero if any point failed. Each finished point prints one line (for logs
+without a terminal): `[3/12] ok model.mixer=gla, seed=0: accuracy=0.912 in 4m10s; elapsed 12m30s, ETA 37m`.
 
 Optional hooks in the config file:
   get_followup_sweep(rows[, arg]) -> more override dicts, run after the first points finish (`rows` are
@@ -29,12 +32,15 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import math
 import os
 import queue
 import re
 import shlex
+import statistics
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, Callable, Sequence
 
@@ -42,6 +48,7 @@ from absl import app
 from absl import flags
 import ml_collections
 
+from linear_seq import cli
 from linear_seq import config_lib
 from linear_seq.studies import collect
 from linear_seq.studies import plots as plots_lib
@@ -214,6 +221,48 @@ def _run_point(point: Point, env: dict[str, str], cpu: int | None) -> dict[str, 
   return record
 
 
+def _duration(seconds: float) -> str:
+  seconds = int(round(seconds))
+  return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else (
+      f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s")
+
+
+def point_metric(workdir: str) -> str:
+  """The point's main result from its eval.json ('accuracy=0.912', else bits/byte or eval loss), or ''."""
+  try:
+    with open(os.path.join(workdir, "eval.json")) as f:
+      ev = json.load(f)
+  except (OSError, ValueError):
+    return ""
+  for key in ("accuracy", "bits_per_byte", "eval_loss"):
+    if isinstance(ev.get(key), (int, float)):
+      return f"{key}={ev[key]:.4g}"
+  return ""
+
+
+class Progress:
+  """One line per finished point: index/total, status, the point's overrides, its metric, its time, the
+  sweep's elapsed time and an ETA (the mean time of the points run so far, `parallel` at a time)."""
+
+  def __init__(self, total: int, parallel: int = 1, clock: Callable[[], float] = time.time):
+    self.total, self.parallel, self.clock = total, parallel, clock
+    self.start, self.done, self.walls = clock(), 0, []
+    self.lock = threading.Lock()
+
+  def line(self, point: Point, rec: dict[str, Any]) -> str:
+    with self.lock:
+      self.done += 1
+      self.walls.append(float(rec.get("wall_time", 0.0)))
+      elapsed, left = self.clock() - self.start, self.total - self.done
+      eta = statistics.fmean(self.walls) * math.ceil(left / self.parallel) if left else 0.0
+      overrides = ", ".join(f"{k}={format_value(v)}" for k, v in point.overrides.items()) or "(no overrides)"
+      metric = point_metric(point.workdir) if rec["status"] == "ok" else ""
+      failed = f" (see {os.path.join(point.workdir, 'log.txt')})" if rec["status"] != "ok" else ""
+      return (f"[{self.done}/{self.total}] {rec['status']} {overrides}" + (f": {metric}" if metric else "")
+              + f" in {_duration(rec.get('wall_time', 0.0))}{failed}; elapsed {_duration(elapsed)}, "
+              + (f"ETA {_duration(eta)}" if left else "done"))
+
+
 def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str], None] = print,
                env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
   """Runs the unfinished points, `parallel` at a time; returns {name: status record}."""
@@ -238,14 +287,15 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
     else:
       todo.append(p)
 
+  progress = Progress(len(todo), parallel)
+
   def work(p: Point):
     cpu = slots.get()
     try:
       resumed = os.path.isdir(os.path.join(p.workdir, "checkpoints"))
       log(f"[start] {p.name}" + (" (resuming)" if resumed else "") + (f" on cpu {cpu}" if cpu is not None else ""))
       rec = _run_point(p, base_env, cpu)
-      log(f"[{rec['status']}] {p.name} in {rec['wall_time']:.0f}s"
-          + (f" (see {os.path.join(p.workdir, 'log.txt')})" if rec["status"] != "ok" else ""))
+      log(progress.line(p, rec))
       return rec
     finally:
       slots.put(cpu)
@@ -259,12 +309,40 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
 # ---------------------------------------------------------------------------------------------- entry point
 
 
+def redraw_plots(config_arg: str, workdir: str, *, base_config: ml_collections.ConfigDict,
+                 log: Callable[[str], None] = print) -> list[str]:
+  """--plots_only: the study's plots redrawn, nothing run and results.{csv,md} left as they are. The rows come
+  from the points' sub-workdirs where they exist, else from DIR/results.csv and DIR/curves.json (a committed
+  study; without curves.json, which sweeps write since 2026-12-01, learning curves and series are skipped)."""
+  path, arg = config_lib.split_spec(config_arg)
+  module = load_study(path)
+  points = make_points(config_arg, workdir, get_points(module, arg), base_config=base_config)
+  csv_path = os.path.join(workdir, "results.csv")
+  if any(os.path.isdir(p.workdir) for p in points) or not os.path.exists(csv_path):
+    rows = collect.collect(points)
+  else:
+    rows = collect.rows_from_csv(csv_path, base_config, {p.name: p.overrides for p in points})
+    curves = os.path.exists(os.path.join(workdir, collect.CURVES_FILE))
+    log(f"sweep: plots from {csv_path} ({len(rows)} rows; no sub-workdirs"
+        + (f", curves from {collect.CURVES_FILE})" if curves else f" and no {collect.CURVES_FILE}: no learning curves)"))
+  specs = call_hook(module, "get_plots", arg=arg)
+  files = plots_lib.draw(specs, rows, workdir)
+  drawn = {os.path.splitext(f)[0] for f in files}
+  skipped = [s["file"] for s in specs or () if os.path.splitext(s["file"])[0] not in drawn]
+  log("sweep: drew " + (", ".join(files) or "nothing") + (f"; no data for {', '.join(skipped)}" if skipped else ""))
+  return files
+
+
 def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.ConfigDict,
               global_flags: dict[str, str] | None = None, parallel: int = 1, dry_run: bool = False,
-              command: str = "", log: Callable[[str], None] = print) -> int:
+              command: str = "", log: Callable[[str], None] = print, plots_only: bool = False) -> int:
   """Runs (or with dry_run prints) the sweep, then writes the plots and DIR/results.{csv,md}; returns the exit code.
 
-  collect -> plots -> report: the rows of every point, the study's plots drawn from them, then the tables."""
+  collect -> plots -> report: the rows of every point, the study's plots drawn from them, then the tables.
+  plots_only: redraw_plots (nothing runs)."""
+  if plots_only:
+    redraw_plots(config_arg, workdir, base_config=base_config, log=log)
+    return 0
   path, arg = config_lib.split_spec(config_arg)
   module = load_study(path)
   eval_args = list(call_hook(module, "get_eval_args", arg=arg) or [])
@@ -293,10 +371,13 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
       points = points + extra
 
   rows = collect.collect(points, statuses)
-  plot_files = plots_lib.draw(call_hook(module, "get_plots", arg=arg), rows, workdir)
+  specs = call_hook(module, "get_plots", arg=arg)
+  plot_files = plots_lib.draw(specs, rows, workdir)
+  sources = sorted({s.get("source", "position_loss.json") for s in specs or () if s.get("kind") == "series"})
+  curves = collect.write_curves(workdir, rows, sources)  # what --plots_only redraws the curves from
   study = getattr(module, "STUDY", os.path.basename(os.path.dirname(os.path.abspath(path))))
   files = report.write_report(workdir, rows, study=study, command=command, plot_files=plot_files,
-                              point_env=SINGLE_THREAD_ENV if parallel > 1 else None) + plot_files
+                              point_env=SINGLE_THREAD_ENV if parallel > 1 else None) + plot_files + [curves]
   failed = [n for n, s in statuses.items() if s["status"] == "failed"]
   done = sum(s["status"] == "ok" for s in statuses.values())
   skipped = sum(s["status"] == "skipped" for s in statuses.values())
@@ -312,27 +393,32 @@ def define_flags() -> None:
   flags.DEFINE_string("workdir", None, "Sweep directory: one sub-workdir per point, results.csv/md, plots.")
   flags.DEFINE_integer("parallel", 1, "Points run at once, each pinned to one CPU core when > 1.")
   flags.DEFINE_bool("dry_run", False, "Print the points' commands (for a cluster launcher) instead of running.")
+  flags.DEFINE_bool("plots_only", False, "Only redraw the plots (PNG + PDF), from the sub-workdirs or, without "
+                    "them, from DIR/results.csv; runs nothing and leaves results.csv/md as they are.")
+  cli.define_verbose_flag()
   flags.mark_flags_as_required(["config", "workdir"])
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl parses the sweep's flags; the --config.a.b=value overrides (for every point) stay in argv for main."""
   overrides = [arg for arg in argv[1:] if arg.startswith("--config.")]
-  return flags.FLAGS([arg for arg in argv if arg not in overrides]) + overrides
+  return cli.parse_flags([arg for arg in argv if arg not in overrides]) + overrides
 
 
 def main(argv: Sequence[str]) -> None:
+  """User errors (a config that does not load, an unknown field, a bad plot spec, --parallel=0) are one line
+  and exit 1 (--verbose adds the traceback); a failed point is reported and the sweep goes on."""
   flag_values = flags.FLAGS
-  try:  # the one way configs load: unknown fields and wrong types fail here, before any point runs
+  with cli.one_line_errors(ValueError, FileNotFoundError):
+    # the one way configs load: unknown fields and wrong types fail here, before any point runs
     global_flags, unexpected = config_lib.override_args(argv[1:])
     base_config = config_lib.apply_overrides(config_lib.load_config(flag_values.config), global_flags)
-  except ValueError as e:
-    sys.exit(f"error: {e}")
-  if unexpected:
-    raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
-  command = shlex.join(["python", "-m", "linear_seq.studies.sweep", *sys.argv[1:]])
-  code = run_sweep(flag_values.config, flag_values.workdir, base_config=base_config, global_flags=global_flags,
-                   parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command)
+    if unexpected:
+      raise ValueError(f"unexpected arguments: {' '.join(unexpected)}")
+    command = shlex.join(["python", "-m", "linear_seq.studies.sweep", *sys.argv[1:]])
+    code = run_sweep(flag_values.config, flag_values.workdir, base_config=base_config, global_flags=global_flags,
+                     parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command,
+                     plots_only=flag_values.plots_only)
   sys.exit(code)
 
 

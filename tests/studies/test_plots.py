@@ -1,31 +1,96 @@
-"""plots.py: best-over selection, mean ± std per x, bar zoom and the spec errors, on hand-made rows."""
+"""plots.py: best-over selection, seeds and means, dot plots, bounded axes, PNG + PDF files, the setup line,
+and redrawing from a results.csv; on hand-made rows."""
+import os
+
+import ml_collections
 import numpy as np
 import pytest
 
+from linear_seq.studies import collect
 from linear_seq.studies import plots
+from linear_seq.studies import report
 
 
-def test_plot_errors_and_best_over(tmp_path):
-  rows = [{"name": f"p{i}", "status": "ok", "_overrides": {}, "_config": {}, "m": m, "w": w, "lr": lr, "acc": a}
-          for i, (m, w, lr, a) in enumerate([("a", 1, 1, 0.2), ("a", 1, 2, 0.6), ("a", 2, 1, 0.9), ("b", 1, 1, 0.1)])]
+def _rows(cells):
+  return [{"name": f"p{i}", "status": "ok", "_overrides": {}, "_config": {}, **c} for i, c in enumerate(cells)]
+
+
+def test_best_over_and_seed_values():
+  rows = _rows([{"m": m, "w": w, "lr": lr, "acc": a}
+                for m, w, lr, a in [("a", 1, 1, 0.2), ("a", 1, 2, 0.6), ("a", 2, 1, 0.9), ("b", 1, 1, 0.1)]])
   series = plots.xy_points(rows, x="w", y="acc", group="m", best_over=["lr"])
   assert series == {"a": [(1, 0.6, 0.0, 1), (2, 0.9, 0.0, 1)], "b": [(1, 0.1, 0.0, 1)]}
   assert plots.xy_points(rows, x="w", y="acc", group="m", best_over=["lr"], better="min")["a"][0][1] == 0.2
   # Without a group: one series; points with the same x (seeds, other settings) are averaged.
   assert plots.xy_points(rows, x="w", y="acc") == {"": [(1, pytest.approx(0.3), pytest.approx(0.2646, abs=1e-4), 3),
                                                         (2, 0.9, 0.0, 1)]}
+  assert plots.xy_values(rows, x="w", y="acc") == {"": [(1, [0.2, 0.6, 0.1]), (2, [0.9])]}
   with pytest.raises(ValueError, match="'max' or 'min'"):
     plots.xy_points(rows, x="w", y="acc", better="best")
   with pytest.raises(ValueError, match="unknown plot kind 'pie'; valid kinds: xy, curves, series"):
-    plots.draw([{"kind": "pie", "file": "a.png"}], rows, str(tmp_path))
+    plots.draw([{"kind": "pie", "file": "a.png"}], rows, "/unused")
   with pytest.raises(ValueError, match="'file' ending in .png"):
-    plots.draw([{"kind": "xy", "x": "w", "y": "acc"}], rows, str(tmp_path))
-  # Bars over a categorical x; zoom starts the y axis near the smallest bar instead of 0.
-  spec = {"kind": "xy", "x": "m", "y": "acc", "file": "bars.png", "zoom": True}
-  bpb = [{"name": m, "status": "ok", "_overrides": {}, "_config": {}, "m": m, "acc": a}
-         for m, a in (("a", 2.4), ("b", 2.5))]
+    plots.draw([{"kind": "xy", "x": "w", "y": "acc"}], rows, "/unused")
+
+
+def test_seeds_are_points_and_the_mean_a_line_inside_the_metric_range():
+  """Accuracy near 1 with a wide seed spread: no error bar, the axis stops at its natural range."""
+  rows = _rows([{"w": w, "acc": a, "seed": s, "step": 100, "dataset": "mqar", "eval_seq_len": 64}
+                for w, accs in ((32, (0.2, 0.3, 0.4)), (64, (0.99, 0.6, 1.0))) for s, a in enumerate(accs)])
+  spec = {"kind": "xy", "x": "w", "y": "acc", "file": "a.png", "logx": 2}
   ax = plots.plt.figure().gca()
-  assert plots._draw_xy(ax, bpb, spec)  # pylint: disable=protected-access
-  np.testing.assert_allclose(ax.get_ylim(), (2.375, 2.525))  # a quarter of the spread either side
+  assert plots._draw_xy(ax, rows, {**spec, "y": "acc"})  # pylint: disable=protected-access
+  (dots,) = ax.collections  # the seeds
+  assert sorted(dots.get_offsets()[:, 1]) == sorted(r["acc"] for r in rows)
+  (line,) = ax.get_lines()  # the mean
+  np.testing.assert_allclose(line.get_ydata(), [0.3, (0.99 + 0.6 + 1.0) / 3])
+  assert not ax.containers  # no error bars
   plots.plt.close("all")
-  assert plots.draw([spec], bpb, str(tmp_path)) == ["bars.png"] and (tmp_path / "bars.png").stat().st_size > 0
+  for r in rows:
+    r["accuracy"] = r.pop("acc")
+  ax = plots.plt.figure().gca()
+  plots._draw_xy(ax, rows, {**spec, "y": "accuracy"})  # pylint: disable=protected-access
+  plots._clamp_to_range(ax, "accuracy")  # pylint: disable=protected-access
+  assert ax.get_ylim()[1] <= 1.03 and ax.get_ylabel() == "validation accuracy (fraction of answers)"
+  plots.plt.close("all")
+  assert plots.setup_line(rows, {**spec, "y": "accuracy"}) == (
+      "mqar T=64 · 100 training steps · 3 seeds per point: seeds as dots, mean as line")
+
+
+def test_categorical_x_is_a_dot_plot_around_the_values(tmp_path):
+  """No bars from zero: the y axis spans the values (2.4 vs 2.5 bits/byte stay apart)."""
+  rows = _rows([{"m": m, "bits_per_byte": v} for m, v in (("a", 2.4), ("b", 2.5))])
+  spec = {"kind": "xy", "x": "m", "y": "bits_per_byte", "file": "dots.png"}
+  ax = plots.plt.figure().gca()
+  assert plots._draw_xy(ax, rows, spec)  # pylint: disable=protected-access
+  assert not ax.patches and ax.get_ylim()[0] > 2.3 and ax.get_ylabel() == "validation bits/byte"
+  assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
+  plots.plt.close("all")
+  assert plots.draw([spec], rows, str(tmp_path)) == ["dots.png", "dots.pdf"]
+  assert (tmp_path / "dots.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "dots.pdf").read_bytes()[:4] == b"%PDF"
+  pdf = (tmp_path / "dots.pdf").read_bytes()
+  plots.draw([spec], rows, str(tmp_path))
+  assert (tmp_path / "dots.pdf").read_bytes() == pdf  # no timestamps: the same plot gives the same file
+  md = report.markdown(rows, study="s", command="", env={}, plot_files=["dots.png", "dots.pdf"])
+  assert "![dots](dots.png)" in md and "![dots](dots.pdf)" not in md and "as PDF: dots.pdf" in md
+
+
+def test_redraw_from_results_csv_and_curves(tmp_path):
+  """collect.rows_from_csv: the overrides typed by the config, '_config' resolved, curves from curves.json."""
+  base = ml_collections.ConfigDict({"model": {"mixer": "gla", "d_model": 16}, "seed": 0}).lock()
+  point = tmp_path / "p"
+  os.makedirs(point)
+  with open(point / "metrics.jsonl", "w") as f:
+    f.write('{"step": 1, "train_loss": 2.0}\n{"step": 2, "train_loss": 1.5, "tokens_per_sec": 9}\n')
+  with open(point / "eval.json", "w") as f:
+    f.write('{"step": 2, "accuracy": 0.5}')
+  rows = [collect.collect_point(str(point), {"model.d_model": 32, "seed": 1}, "model.d_model=32,seed=1")]
+  report.write_csv(str(tmp_path / "results.csv"), rows)
+  collect.write_curves(str(tmp_path), rows)
+  (back,) = collect.rows_from_csv(str(tmp_path / "results.csv"), base)
+  assert back["_overrides"] == {"model.d_model": 32, "seed": 1} and back["accuracy"] == 0.5
+  assert back["_config"] == {"model.mixer": "gla", "model.d_model": 32, "seed": 1}
+  assert back["_metrics"] == [{"step": 1, "train_loss": 2.0}, {"step": 2, "train_loss": 1.5}]
+  files = plots.draw([{"kind": "curves", "y": "train_loss", "file": "c.png"},
+                      {"kind": "xy", "x": "model.d_model", "y": "accuracy", "file": "x.png"}], [back], str(tmp_path))
+  assert files == ["c.png", "c.pdf", "x.png", "x.pdf"]

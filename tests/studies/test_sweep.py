@@ -91,13 +91,17 @@ def test_dry_run_prints_commands(tmp_path):
 
 
 @pytest.mark.parametrize("flag, message", [
-    ("--config.model.mixr=gla", "error: unknown config field 'model.mixr'; valid fields at model:"),
+    ("--config.model.mixr=gla", "error: unknown config field 'model.mixr'; did you mean 'model.mixer'? valid "
+     "fields at model:"),
     ("--config.train.num_steps=many", "error: train.num_steps expects int, got 'many'"),
+    ("--parallel=0", "error: --parallel must be >= 1, got 0"),
+    ("--parallel=x", "error: flag --parallel=x: invalid literal for int()"),
 ])
 def test_bad_global_override_fails_before_any_point(tmp_path, flag, message):
   proc = subprocess.run([sys.executable, "-m", "linear_seq.studies.sweep", f"--config={TINY}",
                          f"--workdir={tmp_path}", flag], env=cli_env(), capture_output=True, text=True, cwd=REPO)
   assert proc.returncode == 1 and message in proc.stderr, proc.stderr[-2000:]
+  assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
   assert not os.listdir(tmp_path)
 
 
@@ -112,10 +116,30 @@ def test_failed_point_is_reported_and_sweep_continues(tmp_path, capsys):
   base = sweep.load_study(str(config)).get_config()
   code = sweep.run_sweep(str(config), str(tmp_path / "run"), base_config=base, log=print)
   out = capsys.readouterr().out
-  assert code == 1 and "FAILED model.mixer=nope" in out and "[failed]" in out
+  assert code == 1 and "FAILED model.mixer=nope" in out and "[1/1] failed model.mixer=nope in " in out
   assert "nope" in open(tmp_path / "run" / "model.mixer=nope" / "log.txt").read()
   md = open(tmp_path / "run" / "results.md").read()
   assert "## Not finished" in md and "failed" in md
+
+
+def test_progress_line_per_finished_point(tmp_path):
+  """index/total, status, overrides, the point's metric, its time, the sweep's elapsed time and the ETA."""
+  now = [100.0]
+  progress = sweep.Progress(5, parallel=2, clock=lambda: now[0])
+  points = [sweep.Point({"model.mixer": m, "seed": 0}, m, str(tmp_path / m), 10, []) for m in ("gla", "s4")]
+  os.makedirs(points[0].workdir)
+  with open(os.path.join(points[0].workdir, "eval.json"), "w") as f:
+    json.dump({"step": 10, "accuracy": 0.91234, "eval_loss": 0.3}, f)
+  now[0] = 160.0
+  assert progress.line(points[0], {"status": "ok", "wall_time": 50.0}) == (
+      "[1/5] ok model.mixer=gla, seed=0: accuracy=0.9123 in 50s; elapsed 1m00s, ETA 1m40s")  # 50 s × ⌈4/2⌉
+  now[0] = 3800.0
+  assert progress.line(points[1], {"status": "failed", "wall_time": 70.0}) == (
+      f"[2/5] failed model.mixer=s4, seed=0 in 1m10s (see {points[1].workdir}/log.txt); elapsed 1h01m, "
+      "ETA 2m00s")  # mean 60 s × ⌈3/2⌉
+  for _ in range(3):
+    last = progress.line(points[0], {"status": "ok", "wall_time": 1.0})
+  assert last.startswith("[5/5] ok") and last.endswith("done")
 
 
 def test_point_names_are_sanitized_and_deterministic():
