@@ -5,6 +5,7 @@ the outputs of the study's extra commands and SUB/sweep_point.json (the sweep ru
 A row holds the point's overrides and scalar results; '_overrides', '_config' (flattened), '_metrics' and
 '_workdir' ride along for the report and the plots.
 """
+import csv
 import json
 import os
 import statistics
@@ -103,8 +104,6 @@ def rows_from_csv(path: str, base_config, known: dict[str, dict[str, Any]] | Non
   its sub-workdirs: a row's overrides are its sweep point's (`known`, by name) or its non-empty override cells
   typed by the config (config_lib.parse_value), its '_config' the base config with them applied. Learning
   curves and per-point files are not in the CSV: '_metrics' is empty and '_workdir' is ''."""
-  import csv  # pylint: disable=g-import-not-at-top
-
   with open(path, newline="") as f:
     reader = csv.DictReader(f)
     fields = reader.fieldnames or []
