@@ -217,7 +217,8 @@ class LM(nnx.Module):
     self.final_norm = make_norm(cfg, rngs=rngs)
     self.head = None if cfg.tie_embeddings else nnx.Linear(
         cfg.d_model, cfg.vocab_size, use_bias=False, dtype=jnp.float32, rngs=rngs)
-    param_init.apply(self, cfg.init, num_layers=cfg.num_layers, key=rngs.params())
+    if cfg.init != "default":  # no key drawn otherwise: the caller's Rngs stream is as before the option
+      param_init.apply(self, cfg.init, num_layers=cfg.num_layers, key=rngs.params())
 
   def init_state(self, batch_size: int, max_len: int) -> list:
     """Fresh decode state for sequences up to max_len tokens (max_len only sizes softmax's cache)."""
