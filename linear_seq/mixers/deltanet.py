@@ -51,8 +51,10 @@ class DeltaNet(nnx.Module):
     self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
     H, K = num_heads, self.head_dim
     lin = lambda n_out: nnx.Linear(d_model, n_out, use_bias=False, dtype=dtype, rngs=rngs)
-    self.q_proj, self.k_proj, self.v_proj, self.o_proj = (lin(d_model) for _ in range(4))
+    # Creation order (q, k, v, g, o) fixes which key each draws: the same init as before output_gate existed.
+    self.q_proj, self.k_proj, self.v_proj = (lin(d_model) for _ in range(3))
     self.g_proj = lin(d_model) if output_gate else None
+    self.o_proj = lin(d_model)
     self.b_proj = lin(H)
     self.conv = ShortConv(3 * d_model, conv_width, dtype=dtype, rngs=rngs)
     if gate == "scalar":

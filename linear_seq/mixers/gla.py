@@ -33,8 +33,10 @@ class GatedLinearAttention(nnx.Module):
     self.gate_temperature, self.vector_gate = float(gate_temperature), vector_gate
     self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
     lin = lambda: nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
-    self.q_proj, self.k_proj, self.v_proj, self.o_proj = lin(), lin(), lin(), lin()
+    # Creation order (q, k, v, gate, o) fixes which key each draws: the same init as before output_gate existed.
+    self.q_proj, self.k_proj, self.v_proj = lin(), lin(), lin()
     self.r_proj = lin() if output_gate else None
+    self.o_proj = lin()
     self.qkv_conv = qkv_conv.maybe(d_model, qkv_conv_width, dtype=dtype, rngs=rngs)
     gate_out = d_model if vector_gate else num_heads
     self.gate_down = nnx.Linear(d_model, gate_rank, use_bias=False, dtype=dtype, rngs=rngs)

@@ -52,8 +52,10 @@ class Retention(nnx.Module):
     self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
     self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
     lin = lambda: nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
-    self.q_proj, self.k_proj, self.v_proj, self.o_proj = lin(), lin(), lin(), lin()
+    # Creation order (q, k, v, gate, o) fixes which key each draws: the same init as before output_gate existed.
+    self.q_proj, self.k_proj, self.v_proj = lin(), lin(), lin()
     self.g_proj = lin() if output_gate else None
+    self.o_proj = lin()
     self.qkv_conv = qkv_conv.maybe(d_model, qkv_conv_width, dtype=dtype, rngs=rngs)
     self.out_norm = HeadNorm(num_heads, self.head_dim)
 
