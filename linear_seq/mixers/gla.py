@@ -53,13 +53,11 @@ class GatedLinearAttention(nnx.Module):
   def init_state(self, batch_size: int, max_len: int = 0):
     del max_len
     S = jnp.zeros((batch_size, self.num_heads, self.head_dim, self.head_dim), jnp.float32)
-    conv = None if self.qkv_conv is None else self.qkv_conv.init_state(batch_size)
-    return qkv_conv.join_state(S, conv, self.qkv_conv)
+    return qkv_conv.init_state(S, self.qkv_conv, batch_size)
 
   def state_size(self, seq_len: int = 0) -> int:
     del seq_len
-    conv = 0 if self.qkv_conv is None else self.qkv_conv.state_size()
-    return self.num_heads * self.head_dim * self.head_dim + conv
+    return self.num_heads * self.head_dim * self.head_dim + qkv_conv.state_size(self.qkv_conv)
 
   def log_forget(self, x_BTD) -> jax.Array:
     """log α: [B,T,H,K] (vector gate) or [B,T,H] (scalar gate), float32, ≤ 0."""

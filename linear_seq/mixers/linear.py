@@ -90,14 +90,13 @@ class LinearAttention(nnx.Module):
     S = jnp.zeros((batch_size, self.num_heads, self.feature_dim, self.head_dim), jnp.float32)
     if self.normalize == "denominator":
       S = S, jnp.zeros((batch_size, self.num_heads, self.feature_dim), jnp.float32)
-    conv = None if self.qkv_conv is None else self.qkv_conv.init_state(batch_size)
-    return qkv_conv.join_state(S, conv, self.qkv_conv)
+    return qkv_conv.init_state(S, self.qkv_conv, batch_size)
 
   def state_size(self, seq_len: int = 0) -> int:
     del seq_len
     n = self.num_heads * self.feature_dim * self.head_dim
     n += self.num_heads * self.feature_dim if self.normalize == "denominator" else 0
-    return n + (0 if self.qkv_conv is None else self.qkv_conv.state_size())
+    return n + qkv_conv.state_size(self.qkv_conv)
 
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
     B, T, _ = x_BTD.shape

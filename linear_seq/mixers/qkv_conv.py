@@ -25,7 +25,6 @@ class QKVConv(nnx.Module):
   """x [B,T,D] -> q, k, v [B,T,H,K] through three projections, each followed by a short causal conv."""
 
   def __init__(self, d_model: int, conv_width: int, *, dtype=jnp.float32, rngs: nnx.Rngs):
-    self.d_model = d_model
     self.conv = ShortConv(3 * d_model, conv_width, dtype=dtype, rngs=rngs)
 
   def init_state(self, batch_size: int) -> jax.Array:
@@ -62,6 +61,16 @@ def split_state(state, conv: QKVConv | None):
   if conv is None or state is None:
     return state, None
   return state["core"], state["conv"]
+
+
+def init_state(core, conv: QKVConv | None, batch_size: int):
+  """The fresh mixer state from its own fresh state (+ a zero conv state when there is a conv)."""
+  return join_state(core, None if conv is None else conv.init_state(batch_size), conv)
+
+
+def state_size(conv: QKVConv | None) -> int:
+  """Floats per sequence the conv adds to the mixer's state (0 without one)."""
+  return 0 if conv is None else conv.state_size()
 
 
 def join_state(core, conv_state, conv: QKVConv | None):

@@ -69,13 +69,11 @@ class Retention(nnx.Module):
     del max_len
     S = jnp.zeros((batch_size, self.num_heads, self.head_dim, self.head_dim), jnp.float32)
     core = dict(S=S, pos=jnp.zeros((batch_size,), jnp.int32)) if self.pos_encoding == "rope" else S
-    conv = None if self.qkv_conv is None else self.qkv_conv.init_state(batch_size)
-    return qkv_conv.join_state(core, conv, self.qkv_conv)
+    return qkv_conv.init_state(core, self.qkv_conv, batch_size)
 
   def state_size(self, seq_len: int = 0) -> int:
     del seq_len
-    conv = 0 if self.qkv_conv is None else self.qkv_conv.state_size()
-    return self.num_heads * self.head_dim * self.head_dim + conv
+    return self.num_heads * self.head_dim * self.head_dim + qkv_conv.state_size(self.qkv_conv)
 
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
     B, T, _ = x_BTD.shape

@@ -45,8 +45,7 @@ class SoftmaxAttention(nnx.Module):
                qkv_conv_width=qkv_conv.width(cfg), dtype=cfg.compute_dtype, rngs=rngs)
 
   def init_state(self, batch_size: int, max_len: int) -> dict:
-    conv = None if self.qkv_conv is None else self.qkv_conv.init_state(batch_size)
-    return qkv_conv.join_state(self._init_cache(batch_size, max_len), conv, self.qkv_conv)
+    return qkv_conv.init_state(self._init_cache(batch_size, max_len), self.qkv_conv, batch_size)
 
   def _init_cache(self, batch_size: int, max_len: int) -> dict:
     shape = (batch_size, max_len, self.num_heads, self.head_dim)
@@ -56,7 +55,7 @@ class SoftmaxAttention(nnx.Module):
 
   def state_size(self, seq_len: int) -> int:
     """Floats per sequence: the k and v caches of seq_len tokens (+ the q/k/v conv's inputs)."""
-    return 2 * seq_len * self.d_model + (0 if self.qkv_conv is None else self.qkv_conv.state_size())
+    return 2 * seq_len * self.d_model + qkv_conv.state_size(self.qkv_conv)
 
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
     """x [B,T,D] -> (y [B,T,D], new state); writes the T new keys and values at slots index..index+T-1.
