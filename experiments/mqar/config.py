@@ -1,18 +1,26 @@
-"""Study 1: multi-query associative recall (Zoology MQAR) across the mixers, widths and state sizes.
+"""Study 1: Zoology's accuracy vs state size (Fig. 2) on a CPU — MQAR with every mixer, widths and seeds.
 
-Main grid (24 runs) and follow-up (12 runs, chosen from the main grid's results) in one command:
-  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:followup=True --workdir=runs/mqar --parallel=2
-Without `:followup=True` only the main grid runs. Smoke test (2 points, ~1 min): :tiny=True.
-Follow-up: at the largest width and each arm's best learning rate, the harder point (T, kv) = (128, 8) and
-the ablation without the short convolution.
+Three commands, one workdir (each later stage reuses the earlier stages' finished points; all resume):
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=pilot --workdir=runs/mqar --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=main --workdir=runs/mqar --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=hard --workdir=runs/mqar --parallel=2
+Smoke test (2 points, ~1 min): :tiny=True.
 
-Options: tiny=True, followup=True, seeds=N (seeds 0..N-1 of every main point), arms=softmax+gla (a subset),
-best_seeds=N (with followup=True: seeds 1..N-1 of each arm's best main point at the largest width, so the
-table gives mean ± std over N seeds there).
-Setup (Zoology-style): vocab 1024, seq_len 64 with 4 key-value pairs, batch 64, 2 layers, 2 heads, no MLP,
-short causal conv of width 4 before every mixer, 1500 steps, AdamW lr in {3e-3, 1e-2}, widths {32, 64}.
-(A first grid at widths {64, 128} and lr {1e-3, 3e-3} left everything but softmax at width 128 on the 25%
-plateau: 1500 steps needs the larger learning rate; see the README.)
+Setup: configs/mqar.py's default (setup=2026-12, from experiments/mqar/ablation.py): vocab 1024, batch 64,
+2 layers, 2 heads, no MLP, short convs (width 4) on q, k, v (deltanet and mamba2: their own), learned absolute
+positions, LayerNorm, GPT-2 init, untied head, no output gate, AdamW with 50 warmup steps and weight decay
+0.01; evaluation every 250 steps on the 1,000 validation sequences.
+Stages:
+  pilot: every arm at width 64, (T, kv) = (64, 4), seed 0, lr in {1e-3, 3e-3}; its follow-up adds lr 1e-2 for
+         an arm whose better rate is 3e-3 and which is still rising there (below 0.99 and up by more than 0.01
+         over its last 500 steps: `still_rising`).
+  main:  the pilot, then each arm at its pilot lr (`best_lr`), widths {32, 64, 128}, seeds {0, 1, 2}, 1,500
+         steps, seed-major (every arm and width of seed 0 before seed 1) so a partial grid stays balanced. An
+         arm whose 1e-2 pilot point has not finished gets that point first and its main points on the next
+         run of the command.
+  hard:  (T, kv) = (128, 8), widths {64, 128}, seeds {0, 1} at the arm's pilot lr, HARD_STEPS steps (1,500
+         left arms of the old setup on their plateau at this point).
+Options: stage=pilot|main|hard, arms=softmax+gla (a subset), tiny=True.
 """
 import os
 
@@ -20,9 +28,10 @@ from linear_seq import config_lib
 
 STUDY = "mqar"
 _MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "mqar.py")
-OPTIONS = ("tiny", "followup", "seeds", "arms", "best_seeds")
+OPTIONS = ("tiny", "stage", "arms")
+STAGES = ("pilot", "main", "hard")
 
-# Arms: label -> overrides. Linear attention runs with two feature maps (elu1: the classic; relu).
+# Arms: label -> overrides. Linear attention with two feature maps; the delta rule with its three gates.
 ARMS = {
     "softmax": {"model.mixer": "softmax"},
     "linear-elu1": {"model.mixer": "linear", "model.feature_map": "elu1"},
@@ -30,25 +39,33 @@ ARMS = {
     "retention": {"model.mixer": "retention"},
     "gla": {"model.mixer": "gla"},
     "s4": {"model.mixer": "s4"},
+    "deltanet": {"model.mixer": "deltanet", "model.delta_gate": "none"},
+    "deltanet-scalar": {"model.mixer": "deltanet", "model.delta_gate": "scalar"},
+    "deltanet-channel": {"model.mixer": "deltanet", "model.delta_gate": "channel"},
+    "mamba2": {"model.mixer": "mamba2"},
 }
-WIDTHS = (32, 64)
-LEARNING_RATES = (3e-3, 1e-2)
-HARD = {"data.seq_len": 128, "data.num_kv_pairs": 8}
+PILOT_WIDTH = 64
+PILOT_LRS = (1e-3, 3e-3)
+EXTRA_LR = 1e-2
+WIDTHS = (32, 64, 128)
+SEEDS = (0, 1, 2)
+HARD = {"data.seq_len": 128, "data.num_kv_pairs": 8, "model.max_len": 128}
+HARD_WIDTHS = (64, 128)
+HARD_SEEDS = (0, 1)
+HARD_STEPS = 3000
 TINY_ARMS = ("softmax", "gla")
 
 
 def get_config(arg: str = ""):
-  """configs/mqar.py's setup (vocab 1024, T=64, 4 kv pairs, batch 64, 2 layers, 2 heads, no MLP, conv 4, 1500
-  steps), evaluated in 4 batches of 250 (tiny: its own tiny setup)."""
-  # setup=2026-11: the setup these committed results were run with (configs/mqar.py's default changed after
-  # experiments/mqar/ablation.py; this grid is rerun on the new one in issue 11's part 2).
+  """configs/mqar.py (setup 2026-12), evaluated every 250 steps in 4 batches of 250 (tiny: its tiny setup)."""
   if config_lib.parse_options(arg, OPTIONS).get("tiny"):
-    return config_lib.load_config(f"{_MQAR}:tiny=True,setup=2026-11")
-  return config_lib.apply_overrides(config_lib.load_config(f"{_MQAR}:setup=2026-11"), {"eval.batch_size": 250})
+    return config_lib.load_config(f"{_MQAR}:tiny=True")
+  return config_lib.apply_overrides(config_lib.load_config(_MQAR),
+                                    {"eval.batch_size": 250, "train.eval_every": 250})
 
 
 def arm_of(row: dict) -> str:
-  """The arm label of a result row (mixer, plus the feature map for linear attention)."""
+  """The arm label of a result row (mixer, plus the feature map or the delta gate)."""
   overrides = row.get("_overrides", row)
   for label, arm in ARMS.items():
     if all(overrides.get(k) == v for k, v in arm.items()):
@@ -56,64 +73,115 @@ def arm_of(row: dict) -> str:
   return str(overrides.get("model.mixer"))
 
 
-def _arms(opts) -> list[str]:
-  if opts.get("tiny"):
-    return list(TINY_ARMS)
-  names = str(opts.get("arms", "+".join(ARMS))).split("+")
+def _opts(arg: str) -> dict:
+  opts = config_lib.parse_options(arg, OPTIONS)
+  stage = str(opts.get("stage", "main"))
+  if stage not in STAGES:
+    raise ValueError(f"unknown stage {stage!r}; valid: {', '.join(STAGES)}")
+  names = list(TINY_ARMS) if opts.get("tiny") else str(opts.get("arms", "+".join(ARMS))).split("+")
   unknown = [a for a in names if a not in ARMS]
   if unknown:
     raise ValueError(f"unknown arm(s) {unknown}; valid: {', '.join(ARMS)}")
-  return names
+  return {**opts, "stage": stage, "arms": names}
+
+
+def _point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
+  return {**ARMS[arm], "model.d_model": width, "train.learning_rate": lr, "seed": seed, **more}
 
 
 def get_sweep(arg: str = ""):
-  opts = config_lib.parse_options(arg, OPTIONS)
+  """The pilot's points (every stage starts from them: they choose each arm's learning rate)."""
+  opts = _opts(arg)
   if opts.get("tiny"):
-    return [{**ARMS[a], "model.d_model": 16, "seed": 0} for a in _arms(opts)]
-  seeds = range(int(opts.get("seeds", 1)))
-  return [{**ARMS[a], "model.d_model": w, "train.learning_rate": lr, "seed": s}
-          for a in _arms(opts) for w in WIDTHS for lr in LEARNING_RATES for s in seeds]
+    return [{**ARMS[a], "model.d_model": 16, "seed": 0} for a in opts["arms"]]
+  return [_point(a, PILOT_WIDTH, lr, 0) for a in opts["arms"] for lr in PILOT_LRS]
 
 
-def get_followup_sweep(rows, arg: str = ""):
-  """Harder point and the ablation without the short conv, each at the largest width and its best lr."""
-  opts = config_lib.parse_options(arg, OPTIONS)
-  if not opts.get("followup"):
-    return []
-  best: dict[tuple, tuple[float, float]] = {}
+def _curve(row: dict) -> list[tuple[int, float]]:
+  return [(m["step"], m["eval_accuracy"]) for m in row.get("_metrics") or () if "eval_accuracy" in m]
+
+
+def still_rising(row: dict, window: int = 500, delta: float = 0.01) -> bool:
+  """Below 0.99 at the end and up by more than `delta` over the last `window` steps of its eval curve."""
+  curve = _curve(row)
+  if not curve:
+    return False
+  last_step, last = curve[-1]
+  before = [a for s, a in curve if s <= last_step - window]
+  return last < 0.99 and bool(before) and last - before[-1] > delta
+
+
+def _pilot_rows(rows, arm: str) -> dict[float, dict]:
+  """arm's finished seed-0 pilot rows (width 64, (64, 4)) by learning rate."""
+  out = {}
   for r in rows:
-    o = r["_overrides"]
-    if r.get("status") != "ok" or set(o) & set(HARD) or "model.conv_width" in o:
-      continue
-    key = (arm_of(r), o.get("model.d_model"))
-    acc = float(r.get("accuracy") or 0.0)
-    lr = o.get("train.learning_rate", 0.0)
-    # mean over seeds would need grouping; the best single run per lr is enough to choose the lr
-    if key not in best or acc > best[key][0]:
-      best[key] = (acc, lr)
-  out = []
-  for (arm, width), (_, lr) in best.items():
-    if width != max(WIDTHS) and not opts.get("tiny"):
-      continue
-    base = {**ARMS[arm], "model.d_model": width, "train.learning_rate": lr}
-    out.append({**base, **HARD, "seed": 0})
-    out.append({**base, "model.conv_width": 0, "seed": 0})
-    out += [{**base, "seed": s} for s in range(1, int(opts.get("best_seeds", 1)))]
+    o = r.get("_overrides", {})
+    if (r.get("status") == "ok" and arm_of(r) == arm and o.get("model.d_model") == PILOT_WIDTH
+        and o.get("seed") == 0 and not set(o) & set(HARD)):
+      out[o.get("train.learning_rate")] = r
   return out
 
 
+def best_lr(rows, arm: str) -> tuple[float | None, list[dict]]:
+  """(the arm's learning rate, pilot points still to run before it is known).
+
+  The better of PILOT_LRS by final accuracy (ties: the smaller rate); if that is the larger rate and it is
+  still rising, EXTRA_LR is tried too and wins if it is better."""
+  pilot = _pilot_rows(rows, arm)
+  missing = [_point(arm, PILOT_WIDTH, lr, 0) for lr in PILOT_LRS if lr not in pilot]
+  if missing:
+    return None, missing
+  acc = {lr: float(pilot[lr].get("accuracy") or 0.0) for lr in pilot}
+  best = max(PILOT_LRS, key=lambda lr: (acc[lr], -lr))
+  if best == max(PILOT_LRS) and still_rising(pilot[best]):
+    if EXTRA_LR not in pilot:
+      return None, [_point(arm, PILOT_WIDTH, EXTRA_LR, 0)]
+    if acc[EXTRA_LR] > acc[best]:
+      best = EXTRA_LR
+  return best, []
+
+
+def get_followup_sweep(rows, arg: str = ""):
+  """pilot: the 1e-2 points still needed; main/hard: their grids at each arm's pilot lr."""
+  opts = _opts(arg)
+  if opts.get("tiny"):
+    return []
+  pending, lrs = [], {}
+  for arm in opts["arms"]:
+    lr, todo = best_lr(rows, arm)
+    pending += todo
+    if lr is not None:
+      lrs[arm] = lr
+  if opts["stage"] == "pilot":
+    return pending
+  if opts["stage"] == "main":
+    grid = [_point(a, w, lrs[a], s) for s in SEEDS for a in opts["arms"] if a in lrs for w in WIDTHS]
+  else:
+    grid = [_point(a, w, lrs[a], s, **HARD, **{"train.num_steps": HARD_STEPS})
+            for s in HARD_SEEDS for a in opts["arms"] if a in lrs for w in HARD_WIDTHS]
+  return pending + grid
+
+
+def chosen(rows) -> list[dict]:
+  """The rows at their arm's pilot learning rate (the grid's points; the other pilot rates left out)."""
+  lrs = {}
+  for r in rows:
+    arm = arm_of(r)
+    if arm not in lrs:
+      lrs[arm] = best_lr(rows, arm)[0] if arm in ARMS else None
+  return [r for r in rows if lrs[arm_of(r)] is None or r["_overrides"].get("train.learning_rate") == lrs[arm_of(r)]]
+
+
 def get_plots(arg: str = ""):
-  opts = config_lib.parse_options(arg, OPTIONS)
-  main = {"data.seq_len": lambda v: v == (16 if opts.get("tiny") else 64),
-          "model.conv_width": lambda v: v != 0}
-  hard = {"data.seq_len": 128, "model.conv_width": lambda v: v != 0}
-  common = {"y": "accuracy", "group": arm_of, "best_over": ["train.learning_rate"], "logx": 2}
+  opts = _opts(arg)
+  main = {"data.seq_len": 16 if opts.get("tiny") else 64}
+  common = {"y": "accuracy", "group": arm_of, "select": chosen, "logx": 2}
   return [
-      {"kind": "xy", "x": "model.d_model", "where": main, "file": "accuracy_vs_width.png",
-       "title": "MQAR (T=64, 4 kv pairs): best lr per arm", "xlabel": "model width", **common},
       {"kind": "xy", "x": "state_size", "where": main, "file": "accuracy_vs_state_size.png",
        "title": "MQAR (T=64, 4 kv pairs): accuracy vs recurrent state", "xlabel": "state size (floats / sequence)",
        **common},
-      {"kind": "xy", "x": "model.d_model", "where": hard, "file": "accuracy_vs_width_hard.png",
-       "title": "MQAR (T=128, 8 kv pairs)", "xlabel": "model width", **common},
+      {"kind": "xy", "x": "model.d_model", "where": main, "file": "accuracy_vs_width.png",
+       "title": "MQAR (T=64, 4 kv pairs): accuracy vs width", "xlabel": "model width", **common},
+      {"kind": "xy", "x": "model.d_model", "where": {"data.seq_len": 128}, "file": "accuracy_vs_width_hard.png",
+       "title": f"MQAR (T=128, 8 kv pairs, {HARD_STEPS} steps)", "xlabel": "model width", **common},
   ]

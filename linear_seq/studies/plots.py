@@ -12,7 +12,8 @@ A config's `get_plots()` returns a list of specs (dicts); `draw` writes each to 
   {"kind": "series", "y": "position_loss", "group": "model.mixer", "file": "loss_vs_position.png",
    "source": "position_loss.json", "xlabel": "position"}
       a per-point list stored in SUB/<source> under key y (e.g. loss per position), one line per point.
-x, y and group may also be functions of a row (e.g. an arm label); `where` values may be predicates.
+x, y and group may also be functions of a row (e.g. an arm label); `where` values may be predicates; `select`, a
+function of the whole list of rows returning the rows to draw, chooses across rows (e.g. each arm's pilot lr).
 Common keys: title, subtitle (default: the setup read from the rows: task, length, steps, seeds, the
 best-over keys), xlabel, ylabel (default: LABELS, words with units), logx, logy, where, figsize. Accuracy
 axes stay inside [0, 1]; legends sit outside the axes. Without specs, one dot plot of the main metric.
@@ -317,8 +318,9 @@ def draw(specs: Sequence[dict[str, Any]] | None, rows: Sequence[dict[str, Any]],
       raise ValueError(f"unknown plot kind {kind!r}; valid kinds: {', '.join(KINDS)}")
     if "file" not in spec or not spec["file"].endswith(".png"):
       raise ValueError(f"plot spec needs a 'file' ending in .png (a .pdf is written beside it), got {spec}")
+    kept = list(spec["select"](rows)) if spec.get("select") else rows
     fig, ax = plt.subplots(figsize=spec.get("figsize", (6.4, 4)))
-    drawn = {"xy": _draw_xy, "curves": _draw_curves, "series": _draw_series}[kind](ax, rows, spec)
+    drawn = {"xy": _draw_xy, "curves": _draw_curves, "series": _draw_series}[kind](ax, kept, spec)
     if drawn:
       if spec.get("logx"):
         ax.set_xscale("log", base=2 if spec.get("logx") == 2 else 10)
@@ -329,7 +331,7 @@ def draw(specs: Sequence[dict[str, Any]] | None, rows: Sequence[dict[str, Any]],
       ax.grid(alpha=0.3)
       group = spec.get("group")
       legend_outside(ax, label(group) if isinstance(group, str) else "")
-      titles(fig, ax, spec.get("title", ""), spec.get("subtitle", setup_line(rows, spec)))
+      titles(fig, ax, spec.get("title", ""), spec.get("subtitle", setup_line(kept, spec)))
       written += save(fig, workdir, spec["file"])
     plt.close(fig)
   return written

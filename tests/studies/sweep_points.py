@@ -18,8 +18,9 @@ GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sweep_points.
 
 # study config (relative to the repo) -> the `:args` variants the READMEs and docstrings use.
 VARIANTS = {
-    "experiments/mqar/config.py": ["", "followup=True", "followup=True,best_seeds=3", "seeds=3", "tiny=True",
-                                   "tiny=True,followup=True", "arms=softmax+gla"],
+    "experiments/mqar/config.py": ["stage=pilot", "stage=main", "stage=hard", "tiny=True", "stage=main,arms=softmax+gla"],
+    "experiments/mqar/grid_2026_11/config.py": ["", "followup=True", "followup=True,best_seeds=3", "seeds=3",
+                                                "tiny=True", "tiny=True,followup=True", "arms=softmax+gla"],
     "experiments/feature_maps/config.py": ["", "task=mqar", "task=lm", "tiny=True", "task=mqar,tiny=True",
                                            "task=lm,tiny=True", "seeds=3", "task=lm,maps=elu1+relu"],
     "experiments/decay/config.py": ["", "seeds=3", "task=lm", "tiny=True", "task=lm,tiny=True"],

@@ -25,7 +25,8 @@ def _path(study):
 
 # (study, config arg, number of points of the full sweep as documented in the study's README)
 STUDIES = [
-    ("mqar", "", 24),
+    ("mqar", "stage=main", 20),
+    ("mqar/grid_2026_11/config", "", 24),
     ("feature_maps", "task=mqar", 8),
     ("feature_maps", "task=lm", 8),
     ("decay", "", 10),
@@ -63,7 +64,7 @@ def test_full_sweep_points_are_valid(study, arg, count):
 
 @pytest.mark.parametrize("study, arg", [(s, a) for s, a, _ in STUDIES], ids=[f"{s}:{a}" for s, a, _ in STUDIES])
 def test_tiny_sweep_points_are_valid(study, arg):
-  tiny = ",".join(filter(None, [arg, "tiny=True"] + (["variants=ours/indep", "mixers=gla"] if "/" in study else [])))
+  tiny = ",".join(filter(None, [arg, "tiny=True"] + (["variants=ours/indep", "mixers=gla"] if "ablation" in study else [])))
   assert len(_check_points(study, tiny)) == 2
 
 
@@ -114,8 +115,8 @@ def test_lm_study_tiny_sweep_end_to_end(tmp_path):
 
 
 
-def test_mqar_followup_uses_each_arms_best_learning_rate_at_the_largest_width():
-  module = sweep.load_study(_path("mqar"))
+def test_mqar_2026_11_followup_uses_each_arms_best_learning_rate_at_the_largest_width():
+  module = sweep.load_study(_path("mqar/grid_2026_11/config"))
   gla = module.ARMS["gla"]
   rows = [{"_overrides": {**gla, "model.d_model": w, "train.learning_rate": lr, "seed": 0}, "status": "ok",
            "accuracy": acc} for w, lr, acc in ((64, 3e-3, 0.2), (64, 1e-2, 0.8), (32, 3e-3, 0.5))]
@@ -126,3 +127,39 @@ def test_mqar_followup_uses_each_arms_best_learning_rate_at_the_largest_width():
                  {**best, "seed": 1}, {**best, "seed": 2}]
   # the extra seeds are named like the main grid's points, so the report aggregates them (mean ± std)
   assert sweep.point_name(out[2]) == sweep.point_name({**best, "seed": 1})
+
+
+def _pilot_row(module, arm, lr, curve):
+  """A finished seed-0 pilot row of `arm` at `lr` whose eval accuracy follows `curve` (every 250 steps)."""
+  metrics = [{"step": 250 * (i + 1), "eval_accuracy": a} for i, a in enumerate(curve)]
+  return {"_overrides": module._point(arm, module.PILOT_WIDTH, lr, 0), "status": "ok", "accuracy": curve[-1],
+          "_metrics": metrics}
+
+
+def test_mqar_study_learning_rate_from_the_pilot():
+  """The better pilot rate; 1e-2 only when 3e-3 wins while still rising; then the main and hard grids."""
+  module = sweep.load_study(_path("mqar"))
+  flat, rising = [0.2] * 6, [0.1, 0.1, 0.2, 0.3, 0.5, 0.7]
+  rows = [_pilot_row(module, "gla", 1e-3, [0.9] * 6), _pilot_row(module, "gla", 3e-3, rising),
+          _pilot_row(module, "s4", 1e-3, flat), _pilot_row(module, "s4", 3e-3, rising)]
+  assert module.best_lr(rows, "gla") == (1e-3, [])
+  assert module.still_rising(rows[3]) and not module.still_rising(rows[2])
+  assert not module.still_rising(_pilot_row(module, "s4", 3e-3, [0.1, 0.1, 0.2, 0.5, 0.99, 0.995]))
+  lr, todo = module.best_lr(rows, "s4")
+  assert lr is None and todo == [module._point("s4", 64, 1e-2, 0)]
+  assert module.best_lr(rows, "softmax") == (None, [module._point("softmax", 64, lr, 0) for lr in (1e-3, 3e-3)])
+  assert module.get_followup_sweep(rows, "stage=pilot,arms=gla+s4") == todo
+  main = module.get_followup_sweep(rows, "stage=main,arms=gla+s4")
+  assert main[0] == todo[0] and len(main) == 1 + 9  # s4 waits for its 1e-2 point; gla: 3 widths x 3 seeds
+  assert [p["seed"] for p in main[1:]] == [0] * 3 + [1] * 3 + [2] * 3  # seed-major
+  assert all(p["train.learning_rate"] == 1e-3 and p["model.mixer"] == "gla" for p in main[1:])
+  rows.append(_pilot_row(module, "s4", 1e-2, [0.1, 0.2, 0.4, 0.6, 0.8, 0.85]))
+  assert module.best_lr(rows, "s4") == (1e-2, [])
+  hard = module.get_followup_sweep(rows, "stage=hard,arms=gla+s4")
+  assert len(hard) == 2 * 2 * 2 and all(p["data.seq_len"] == 128 and p["model.max_len"] == 128 and
+                                        p["train.num_steps"] == module.HARD_STEPS for p in hard)
+  # the plots keep each arm's chosen rate: gla's 3e-3 and s4's 1e-3 / 3e-3 pilot points are left out
+  kept = module.chosen(rows)
+  assert [(module.arm_of(r), r["_overrides"]["train.learning_rate"]) for r in kept] == [("gla", 1e-3), ("s4", 1e-2)]
+  with pytest.raises(ValueError, match="unknown stage 'mian'; valid: pilot, main, hard"):
+    module.get_sweep("stage=mian")

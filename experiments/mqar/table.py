@@ -1,0 +1,126 @@
+"""The MQAR study's tables from its sweep directory (experiments/mqar/config.py).
+
+  python experiments/mqar/table.py --workdir=runs/mqar [--out=experiments/mqar/study.md]
+
+Pilot: every arm's seed-0 accuracy at width 64 per learning rate, and the rate chosen (config.best_lr).
+Main (64, 4) and hard (128, 8) points: per arm and width at the chosen rate, the recurrent state size
+(floats per sequence), each seed's final accuracy, mean ± std (population std over the seeds run), how many
+seeds reach 0.9, and the first evaluated step at which each seed reached 0.9 (evaluations every 250 steps).
+Unfinished points are shown as '…'. Also writes every finished point as a CSV row beside --out.
+"""
+import csv
+import os
+import statistics
+import sys
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import config as study  # noqa: E402  (the study config beside this file)
+
+from linear_seq.studies import collect  # noqa: E402
+from linear_seq.studies import sweep  # noqa: E402
+
+flags.DEFINE_string("workdir", "runs/mqar", "The study's sweep directory.")
+flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
+FLAGS = flags.FLAGS
+THRESHOLD = 0.9
+PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py")
+
+
+def load_rows(workdir: str) -> list[dict]:
+  """Rows of every point the three stages define that has a sub-workdir (finished or not)."""
+  base = study.get_config("")
+  overrides = study.get_sweep("")
+  rows = collect.collect(sweep.make_points(PATH, workdir, overrides, base_config=base))
+  for stage in ("pilot", "main", "hard"):
+    overrides += [o for o in study.get_followup_sweep(rows, f"stage={stage}") if o not in overrides]
+  points = [p for p in sweep.make_points(PATH, workdir, overrides, base_config=base) if os.path.isdir(p.workdir)]
+  return collect.collect(points)
+
+
+def first_step(row: dict, threshold: float = THRESHOLD):
+  for m in row["_metrics"]:
+    if m.get("eval_accuracy") is not None and m["eval_accuracy"] >= threshold:
+      return int(m["step"])
+  return None
+
+
+def _fmt(v, digits=3):
+  return "…" if v is None else f"{v:.{digits}f}"
+
+
+def pilot_table(rows) -> str:
+  lrs = sorted(set(study.PILOT_LRS) | {study.EXTRA_LR})
+  lines = ["| arm | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen |",
+           "|---|" + "---|" * (len(lrs) + 1)]
+  for arm in study.ARMS:
+    pilot = study._pilot_rows(rows, arm)  # pylint: disable=protected-access
+    cells = []
+    for lr in lrs:
+      r = pilot.get(lr)
+      cells.append("" if r is None else _fmt(float(r["accuracy"])) + (" ↑" if study.still_rising(r) else ""))
+    lr, _ = study.best_lr(rows, arm)
+    lines.append(f"| {arm} | " + " | ".join(cells) + f" | {'…' if lr is None else f'{lr:g}'} |")
+  return "\n".join(lines) + "\n"
+
+
+def grid(rows, hard: bool):
+  """[(arm, width, lr, state_size, finished rows sorted by seed, seeds planned)] at each arm's chosen lr."""
+  seeds = study.HARD_SEEDS if hard else study.SEEDS
+  widths = study.HARD_WIDTHS if hard else study.WIDTHS
+  out = []
+  for arm in study.ARMS:
+    lr, _ = study.best_lr(rows, arm)
+    if lr is None:
+      continue
+    for w in widths:
+      cell = [r for r in rows if study.arm_of(r) == arm and r["_overrides"].get("model.d_model") == w
+              and r["_overrides"].get("train.learning_rate") == lr
+              and (r["_overrides"].get("data.seq_len") == 128) == hard and r.get("status") == "ok"]
+      cell.sort(key=lambda r: r["_overrides"]["seed"])
+      size = next((r.get("state_size") for r in cell if r.get("state_size") is not None), None)
+      out.append((arm, w, lr, size, cell, len(seeds)))
+  return out
+
+
+def grid_table(cells) -> str:
+  lines = [f"| arm | width | lr | state (floats) | accuracy per seed | mean ± std | seeds ≥ {THRESHOLD} | "
+           f"first step ≥ {THRESHOLD} |", "|---|---|---|---|---|---|---|---|"]
+  for arm, w, lr, size, cell, planned in cells:
+    accs = [float(r["accuracy"]) for r in cell]
+    per_seed = " / ".join([f"{a:.3f}" for a in accs] + ["…"] * max(0, planned - len(accs)))
+    mean = f"{statistics.fmean(accs):.3f} ± {statistics.pstdev(accs):.3f}" if accs else "…"
+    steps = " / ".join("—" if t is None else str(t) for t in map(first_step, cell))
+    size_s = "…" if size is None else f"{int(size):,}"
+    lines.append(f"| {arm} | {w} | {lr:g} | {size_s} | {per_seed} | {mean} | "
+                 f"{sum(a >= THRESHOLD for a in accs)}/{len(accs)} | {steps} |")
+  return "\n".join(lines) + "\n"
+
+
+def main(argv):
+  del argv
+  rows = load_rows(FLAGS.workdir)
+  text = ("### Pilot (width 64, (64, 4), seed 0; ↑ = still rising)\n\n" + pilot_table(rows) +
+          "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +
+          f"\n### Hard point (T=128, 8 kv pairs, {study.HARD_STEPS:,} steps)\n\n" + grid_table(grid(rows, hard=True)))
+  print(text)
+  if FLAGS.out:
+    with open(FLAGS.out, "w") as f:
+      f.write(text)
+    with open(os.path.splitext(FLAGS.out)[0] + ".csv", "w", newline="") as f:
+      w = csv.writer(f)
+      w.writerow(["arm", "seq_len", "num_kv_pairs", "width", "lr", "seed", "steps", "state_size", "accuracy",
+                  f"first_step_{THRESHOLD}", "wall_time_s"])
+      for r in rows:
+        if r.get("status") != "ok":
+          continue
+        c, o = r["_config"], r["_overrides"]
+        w.writerow([study.arm_of(r), c.get("data.seq_len"), c.get("data.num_kv_pairs"), o.get("model.d_model"),
+                    o.get("train.learning_rate"), o.get("seed"), c.get("train.num_steps"), r.get("state_size"),
+                    r.get("accuracy"), first_step(r), r.get("wall_time")])
+
+
+if __name__ == "__main__":
+  app.run(main)
