@@ -2,12 +2,15 @@
 
 Per point it reads SUB/eval.json (linear_seq.evaluate), SUB/config.json and SUB/metrics.jsonl (the trainer),
 the outputs of the study's extra commands and SUB/sweep_point.json (the sweep runner: status, wall time).
+An extra command's evaluation at another length (evaluate's eval_validation_T512.json) gives columns with the
+length appended (bits_per_byte@T512), next to eval.json's.
 A row holds the point's overrides and scalar results; '_overrides', '_config' (flattened), '_metrics' and
 '_workdir' ride along for the report and the plots.
 """
 import csv
 import json
 import os
+import re
 import statistics
 from typing import Any, Sequence
 
@@ -44,7 +47,11 @@ def collect_point(workdir: str, overrides: dict[str, Any], name: str, status: st
   """One result row: overrides, eval.json's scalars, tokens/s, wall time, status; '_config'/'_metrics' attached."""
   ev = _read_json(os.path.join(workdir, "eval.json")) or {}
   for extra in extra_files:  # outputs of a study's extra per-point commands (e.g. probe.json)
-    ev = {**(_read_json(os.path.join(workdir, extra)) or {}), **ev}
+    out = _read_json(os.path.join(workdir, extra)) or {}
+    suffix = other_eval_suffix(extra)
+    if suffix:  # an evaluation at another length / split: its columns side by side with eval.json's
+      out = {f"{k}{suffix}": v for k, v in out.items()}
+    ev = {**out, **ev}
   rec = _read_json(os.path.join(workdir, "sweep_point.json")) or {}
   config = _read_json(os.path.join(workdir, "config.json")) or {}
   metrics = read_metrics(workdir)
@@ -71,6 +78,14 @@ def collect_point(workdir: str, overrides: dict[str, Any], name: str, status: st
   row["_metrics"] = metrics
   row["_workdir"] = workdir
   return row
+
+
+def other_eval_suffix(filename: str) -> str:
+  """'@T512' for evaluate's eval_validation_T512.json, '@test_T512' for eval_test_T512.json, else ''."""
+  m = re.fullmatch(r"eval_(\w+?)_T(\d+)\.json", os.path.basename(filename))
+  if not m:
+    return ""
+  return f"@T{m.group(2)}" if m.group(1) == "validation" else f"@{m.group(1)}_T{m.group(2)}"
 
 
 def collect(points: Sequence[Any], statuses: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:

@@ -18,15 +18,34 @@ def num_params(config: ml_collections.ConfigDict, vocab_size: int) -> int:
   return sum(x.size for x in jax.tree.leaves(nnx.state(lm, nnx.Param)))
 
 
-def matched_widths(config: ml_collections.ConfigDict, mixers: Sequence[str], widths: Sequence[int],
-                   reference: tuple[str, int]) -> dict[str, int]:
-  """{mixer: the width in `widths` whose parameter count is nearest that of `reference` = (mixer, width)};
-  ties go to the width nearest the reference's."""
+def matched_widths(config: ml_collections.ConfigDict, mixers: Sequence[str | dict], widths: Sequence[int],
+                   reference: tuple[str | dict, int]) -> list[int] | dict[str, int]:
+  """The width in `widths` whose parameter count is nearest that of `reference` = (mixer, width), per mixer;
+  ties go to the width nearest the reference's. A mixer is a name or an arm's overrides (e.g. {'model.mixer':
+  'deltanet', 'model.delta_gate': 'scalar'}); widths at which an arm's model cannot be built are skipped.
+  Returns {name: width} for names, else the widths as a list in the order of `mixers`."""
   vocab_size = data.dataset_info(config.data).vocab_size  # read once: each read logs the TFDS dataset info
 
-  def count(mixer: str, width: int) -> int:
-    return num_params(config_lib.apply_overrides(config, {"model.mixer": mixer, "model.d_model": width}),
-                      vocab_size)
+  def arm(m) -> dict:
+    return {"model.mixer": m} if isinstance(m, str) else dict(m)
 
-  target = count(*reference)
-  return {m: min(widths, key=lambda w, m=m: (abs(count(m, w) - target), abs(w - reference[1]))) for m in mixers}
+  def count(m, width: int) -> int | None:
+    try:
+      return num_params(config_lib.apply_overrides(config, {**arm(m), "model.d_model": width}), vocab_size)
+    except ValueError:  # e.g. a head size the arm cannot divide the width into
+      return None
+
+  target = count(reference[0], reference[1])
+  if target is None:
+    raise ValueError(f"the reference {reference} does not build")
+
+  def best(m) -> int:
+    counts = {w: count(m, w) for w in widths}
+    ok = [w for w in widths if counts[w] is not None]
+    if not ok:
+      raise ValueError(f"{arm(m)} builds at none of the widths {list(widths)}")
+    return min(ok, key=lambda w: (abs(counts[w] - target), abs(w - reference[1])))
+
+  if all(isinstance(m, str) for m in mixers):
+    return {m: best(m) for m in mixers}
+  return [best(m) for m in mixers]

@@ -24,7 +24,7 @@ VARIANTS = {
     "experiments/feature_maps/config.py": ["", "task=mqar", "task=lm", "tiny=True", "task=mqar,tiny=True",
                                            "task=lm,tiny=True", "seeds=3", "task=lm,maps=elu1+relu"],
     "experiments/decay/config.py": ["", "seeds=3", "task=lm", "tiny=True", "task=lm,tiny=True"],
-    "experiments/lm/config.py": ["", "tiny=True", "seeds=3", "mixers=softmax+gla"],
+    "experiments/lm/config.py": ["", "tiny=True", "seeds=1", "arms=softmax+gla", "lengths="],
     "experiments/mqar/ablation.py": ["", "tiny=True", "mixers=softmax,variants=ours/indep"],
 }
 
@@ -50,7 +50,8 @@ def _rows(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def dump() -> dict[str, Any]:
-  """{"path:arg": {"points": [...], "followup": [...] | None, "eval_args": [...] | None}}."""
+  """{"path:arg": {"points": [...], "followup": [...] | None, "eval_args": [...] | None,
+  "extra_commands": [...] | None}}."""
   out = {}
   for path, args in VARIANTS.items():
     module = _load(path)
@@ -60,7 +61,8 @@ def dump() -> dict[str, Any]:
       if hasattr(module, "get_followup_sweep"):
         followup = [dict(p) for p in _call(module, "get_followup_sweep", _rows(points), arg=arg) or []]
       out[f"{path}:{arg}"] = {"points": points, "followup": followup,
-                              "eval_args": _call(module, "get_eval_args", arg=arg)}
+                              "eval_args": _call(module, "get_eval_args", arg=arg),
+                              "extra_commands": _call(module, "get_extra_commands", arg=arg)}
   # Through JSON, as the golden file holds it (tuples become lists).
   return json.loads(json.dumps(out))
 

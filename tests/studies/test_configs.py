@@ -31,7 +31,7 @@ STUDIES = [
     ("feature_maps", "task=lm", 8),
     ("decay", "", 10),
     ("decay", "task=lm", 10),
-    ("lm", "", 7),
+    ("lm", "", 27),
     ("mqar/ablation", "", 52),
 ]
 
@@ -91,12 +91,15 @@ def test_unknown_options_are_rejected():
     sweep.load_study(_path("mqar")).get_sweep("arms=softmax+nope")
   with pytest.raises(ValueError, match="unknown task"):
     sweep.load_study(_path("feature_maps")).get_config("task=vision")
-  with pytest.raises(ValueError, match="unknown mixer"):
-    sweep.load_study(_path("lm")).get_sweep("mixers=gla+rnn")
+  with pytest.raises(ValueError, match="unknown arm"):
+    sweep.load_study(_path("lm")).get_sweep("arms=gla+rnn")
+  with pytest.raises(ValueError, match="lengths must be positive"):
+    sweep.load_study(_path("lm")).get_extra_commands("lengths=512+-3")
 
 
 def test_lm_study_tiny_sweep_end_to_end(tmp_path):
-  """Both points train, evaluate with --position_loss, time decoding; the table and plots are written."""
+  """Both points train, evaluate with --position_loss and at twice the training length, time decoding; the
+  table (with the longer evaluation's columns) and the plots are written."""
   proc = subprocess.run([sys.executable, "-m", "linear_seq.studies.sweep", f"--config={_path('lm')}:tiny=True",
                          f"--workdir={tmp_path}", "--parallel=2"], env=cli_env(), capture_output=True, text=True,
                         cwd=REPO)
@@ -104,14 +107,15 @@ def test_lm_study_tiny_sweep_end_to_end(tmp_path):
   subs = sorted(d for d in os.listdir(tmp_path) if os.path.isdir(tmp_path / d))
   assert len(subs) == 2
   for sub in subs:
-    for name in ("eval.json", "position_loss.json", "decode.json"):
+    for name in ("eval.json", "position_loss.json", "decode.json", "eval_validation_T64.json"):
       assert os.path.exists(tmp_path / sub / name), (sub, name)
   with open(tmp_path / "results.csv") as f:
     rows = list(csv.DictReader(f))
   assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
-  assert all(float(r["bits_per_byte"]) > 0 for r in rows)
+  assert all(float(r["bits_per_byte"]) > 0 and float(r["bits_per_byte@T64"]) > 0 for r in rows)
   assert any(k.startswith("decode") for k in rows[0]), list(rows[0])
-  assert os.path.exists(tmp_path / "loss_vs_position.png") and os.path.exists(tmp_path / "eval_loss_curves.png")
+  for name in ("loss_vs_position.png", "eval_loss_curves.png", "bits_per_byte_vs_length.png"):
+    assert os.path.exists(tmp_path / name), name
 
 
 
@@ -163,3 +167,14 @@ def test_mqar_study_learning_rate_from_the_pilot():
   assert [(module.arm_of(r), r["_overrides"]["train.learning_rate"]) for r in kept] == [("gla", 1e-3), ("s4", 1e-2)]
   with pytest.raises(ValueError, match="unknown stage 'mian'; valid: pilot, main, hard"):
     module.get_sweep("stage=mian")
+
+
+def test_lm_study_rows_by_evaluation_length():
+  """by_length: one row per evaluation length, the training length's bits/byte from eval.json."""
+  module = sweep.load_study(_path("lm"))
+  row = {"name": "p", "bits_per_byte": 2.5, "bits_per_byte@T512": 2.6, "bits_per_byte@T8192": None,
+         "eval_loss": 1.7, "_config": {"data.seq_len": 128}, "_overrides": {"model.mixer": "gla"}}
+  got = [(r["eval_seq_len"], r["bits_per_byte"]) for r in module.by_length([row])]
+  assert got == [(128, 2.5), (512, 2.6)]  # a missing evaluation (None) is left out
+  assert module.label({"_overrides": {"model.mixer": "deltanet", "model.delta_gate": "scalar"}}) == "deltanet-scalar"
+  assert module.label({"_overrides": {"model.mixer": "linear", "model.conv_width": 4}}) == "linear-conv4"
