@@ -33,6 +33,8 @@ STUDIES = [
     ("decay", "task=lm", 10),
     ("lm", "", 27),
     ("mqar/ablation", "", 52),
+    ("hybrids", "task=mqar", 20),
+    ("hybrids", "task=lm", 20),
 ]
 
 
