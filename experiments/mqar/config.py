@@ -163,13 +163,15 @@ def get_followup_sweep(rows, arg: str = ""):
 
 
 def chosen(rows) -> list[dict]:
-  """The rows at their arm's pilot learning rate (the grid's points; the other pilot rates left out)."""
+  """The rows at their arm's pilot learning rate (the grid's points); the other pilot rates and the arms whose
+  rate is not decided yet are left out (rows without a learning-rate override, e.g. tiny=True's, are kept)."""
   lrs = {}
   for r in rows:
     arm = arm_of(r)
     if arm not in lrs:
       lrs[arm] = best_lr(rows, arm)[0] if arm in ARMS else None
-  return [r for r in rows if lrs[arm_of(r)] is None or r["_overrides"].get("train.learning_rate") == lrs[arm_of(r)]]
+  return [r for r in rows if "train.learning_rate" not in r["_overrides"]
+          or (lrs[arm_of(r)] is not None and r["_overrides"]["train.learning_rate"] == lrs[arm_of(r)])]
 
 
 def get_plots(arg: str = ""):

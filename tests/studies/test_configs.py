@@ -167,6 +167,7 @@ def test_mqar_study_learning_rate_from_the_pilot():
   # the plots keep each arm's chosen rate: gla's 3e-3 and s4's 1e-3 / 3e-3 pilot points are left out
   kept = module.chosen(rows)
   assert [(module.arm_of(r), r["_overrides"]["train.learning_rate"]) for r in kept] == [("gla", 1e-3), ("s4", 1e-2)]
+  assert [module.arm_of(r) for r in module.chosen(rows[:4])] == ["gla"]  # s4's rate undecided: not drawn
   with pytest.raises(ValueError, match="unknown stage 'mian'; valid: pilot, main, hard"):
     module.get_sweep("stage=mian")
 
