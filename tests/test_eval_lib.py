@@ -3,6 +3,7 @@ import os
 
 import jax
 import numpy as np
+from flax import nnx
 
 from linear_seq import config_lib
 from linear_seq import eval_lib
@@ -15,11 +16,15 @@ CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
 
 def host_float64_totals(state, static, config, split="validation"):
   """The loop as it was: every batch's loss terms fetched to the host and added in float64."""
-  lm = steps.merge(static, state)
+  @jax.jit
+  def terms(params, rest, batch):   # one compile (eagerly, the mixers' scans were traced and compiled per batch)
+    logits, _ = nnx.merge(static.graphdef, params, rest)(batch["inputs"], segment_ids=batch.get("segment_ids"))
+    return steps.loss_terms(logits, batch)
+
   totals, batches = None, 0
   for batch in eval_lib.make_eval_iterator(config, split):
-    logits, _ = lm(batch["inputs"], segment_ids=batch.get("segment_ids"))
-    sums = {k: np.asarray(v, np.float64) for k, v in jax.device_get(steps.loss_terms(logits, batch)).items()}
+    sums = jax.device_get(terms(state["params"], state["rest"], batch))
+    sums = {k: np.asarray(v, np.float64) for k, v in sums.items()}
     totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
     batches += 1
   return totals, batches
