@@ -20,7 +20,8 @@ Stages:
          run of the command.
   hard:  (T, kv) = (128, 8), widths {64, 128}, seeds {0, 1} at the arm's pilot lr, HARD_STEPS steps (1,500
          left arms of the old setup on their plateau at this point).
-Options: stage=pilot|main|hard, arms=softmax+gla (a subset), tiny=True.
+Options: stage=pilot|main|hard, arms=softmax+gla (a subset), seeds=0 or seeds=1+2 (a subset of the stage's
+seeds, so one command fits a sitting: the points of the other seeds are left for a later command), tiny=True.
 """
 import os
 
@@ -28,7 +29,7 @@ from linear_seq import config_lib
 
 STUDY = "mqar"
 _MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "mqar.py")
-OPTIONS = ("tiny", "stage", "arms")
+OPTIONS = ("tiny", "stage", "arms", "seeds")
 STAGES = ("pilot", "main", "hard")
 
 # Arms: label -> overrides. Linear attention with two feature maps; the delta rule with its three gates.
@@ -82,7 +83,13 @@ def _opts(arg: str) -> dict:
   unknown = [a for a in names if a not in ARMS]
   if unknown:
     raise ValueError(f"unknown arm(s) {unknown}; valid: {', '.join(ARMS)}")
-  return {**opts, "stage": stage, "arms": names}
+  seeds = HARD_SEEDS if stage == "hard" else SEEDS
+  if "seeds" in opts:
+    wanted = [int(x) for x in str(opts["seeds"]).split("+")]
+    if not set(wanted) <= set(seeds):
+      raise ValueError(f"seeds={opts['seeds']}: stage {stage} runs seeds {'+'.join(map(str, seeds))}")
+    seeds = tuple(wanted)
+  return {**opts, "stage": stage, "arms": names, "seeds": seeds}
 
 
 def _point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
@@ -155,10 +162,10 @@ def get_followup_sweep(rows, arg: str = ""):
   if opts["stage"] == "pilot":
     return pending
   if opts["stage"] == "main":
-    grid = [_point(a, w, lrs[a], s) for s in SEEDS for a in opts["arms"] if a in lrs for w in WIDTHS]
+    grid = [_point(a, w, lrs[a], s) for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in WIDTHS]
   else:
     grid = [_point(a, w, lrs[a], s, **HARD, **{"train.num_steps": HARD_STEPS})
-            for s in HARD_SEEDS for a in opts["arms"] if a in lrs for w in HARD_WIDTHS]
+            for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in HARD_WIDTHS]
   return pending + grid
 
 

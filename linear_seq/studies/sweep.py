@@ -312,7 +312,7 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
 def redraw_plots(config_arg: str, workdir: str, *, base_config: ml_collections.ConfigDict,
                  log: Callable[[str], None] = print) -> list[str]:
   """--plots_only: the study's plots redrawn, nothing run and results.{csv,md} left as they are. The rows come
-  from the points' sub-workdirs where they exist, else from DIR/results.csv and DIR/curves.json (a committed
+  from the points' sub-workdirs where they exist (with the follow-up points that have a sub-workdir), else from DIR/results.csv and DIR/curves.json (a committed
   study; without curves.json, which sweeps write since 2026-12-01, learning curves and series are skipped)."""
   path, arg = config_lib.split_spec(config_arg)
   module = load_study(path)
@@ -320,6 +320,11 @@ def redraw_plots(config_arg: str, workdir: str, *, base_config: ml_collections.C
   csv_path = os.path.join(workdir, "results.csv")
   if any(os.path.isdir(p.workdir) for p in points) or not os.path.exists(csv_path):
     rows = collect.collect(points)
+    if hasattr(module, "get_followup_sweep"):  # the follow-up points that have run, chosen as the sweep would
+      names = {p.name for p in points}
+      more = [o for o in call_hook(module, "get_followup_sweep", rows, arg=arg) or [] if point_name(o) not in names]
+      points += [p for p in make_points(config_arg, workdir, more, base_config=base_config) if os.path.isdir(p.workdir)]
+      rows = collect.collect(points)
   else:
     rows = collect.rows_from_csv(csv_path, base_config, {p.name: p.overrides for p in points})
     curves = os.path.exists(os.path.join(workdir, collect.CURVES_FILE))

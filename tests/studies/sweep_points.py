@@ -18,7 +18,8 @@ GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sweep_points.
 
 # study config (relative to the repo) -> the `:args` variants the READMEs and docstrings use.
 VARIANTS = {
-    "experiments/mqar/config.py": ["stage=pilot", "stage=main", "stage=hard", "tiny=True", "stage=main,arms=softmax+gla"],
+    "experiments/mqar/config.py": ["stage=pilot", "stage=main", "stage=hard", "tiny=True", "stage=main,arms=softmax+gla",
+                                   "stage=main,seeds=0", "stage=hard,seeds=1"],
     "experiments/mqar/grid_2026_11/config.py": ["", "followup=True", "followup=True,best_seeds=3", "seeds=3",
                                                 "tiny=True", "tiny=True,followup=True", "arms=softmax+gla"],
     "experiments/feature_maps/config.py": ["", "task=mqar", "task=lm", "tiny=True", "task=mqar,tiny=True",

@@ -168,6 +168,9 @@ def test_mqar_study_learning_rate_from_the_pilot():
   kept = module.chosen(rows)
   assert [(module.arm_of(r), r["_overrides"]["train.learning_rate"]) for r in kept] == [("gla", 1e-3), ("s4", 1e-2)]
   assert [module.arm_of(r) for r in module.chosen(rows[:4])] == ["gla"]  # s4's rate undecided: not drawn
+  assert [p["seed"] for p in module.get_followup_sweep(rows, "stage=main,arms=gla+s4,seeds=1+2")] == [1] * 6 + [2] * 6
+  with pytest.raises(ValueError, match="seeds=2: stage hard runs seeds 0"):
+    module.get_sweep("stage=hard,seeds=2")
   with pytest.raises(ValueError, match="unknown stage 'mian'; valid: pilot, main, hard"):
     module.get_sweep("stage=mian")
 
