@@ -87,14 +87,13 @@ def get_sweep(arg: str = ""):
   base = get_config(arg)
   task = opts["task"]
   arms = [{"model.layer_mixers": ARMS[a], "model.num_layers": num_layers(a)} for a in opts["arms"]]
-  refs = {}
-  widths = []
-  for a, arm in zip(opts["arms"], arms):  # the reference: pure softmax at the same depth
-    depth = num_layers(a)
-    if depth not in refs:
-      refs[depth] = ({"model.layer_mixers": ",".join(["softmax"] * depth), "model.num_layers": depth},
-                     REFERENCE_WIDTH[task])
-    widths.append(params.matched_widths(base, [arm], WIDTHS[task], refs[depth])[0])
+  width = {}
+  for depth in sorted({num_layers(a) for a in opts["arms"]}):  # the reference: pure softmax at the same depth
+    names = [a for a in opts["arms"] if num_layers(a) == depth]
+    ref = ({"model.layer_mixers": ",".join(["softmax"] * depth), "model.num_layers": depth}, REFERENCE_WIDTH[task])
+    width.update(zip(names, params.matched_widths(base, [arms[opts["arms"].index(a)] for a in names],
+                                                  WIDTHS[task], ref)))
+  widths = [width[a] for a in opts["arms"]]
   return [{**arm, "model.d_model": w, "train.learning_rate": lr, "seed": s}
           for s in range(int(opts.get("seeds", SEEDS))) for arm, w in zip(arms, widths) for lr in opts["lrs"]]
 
