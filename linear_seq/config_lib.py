@@ -64,6 +64,17 @@ def parse_options(arg: str, valid: Iterable[str]) -> dict:
   return opts
 
 
+def parse_subset(opts: Mapping[str, Any], key: str, valid: Sequence[str], default: Sequence[str],
+                 what: str) -> list[str]:
+  """A '+'-separated option value (e.g. arms=softmax+gla) as a list, each name checked against `valid`;
+  `default` when the option is absent."""
+  names = str(opts.get(key, "+".join(default))).split("+")
+  unknown = [n for n in names if n not in valid]
+  if unknown:
+    raise ValueError(f"unknown {what}(s) {unknown}; valid: {', '.join(valid)}")
+  return names
+
+
 def load_module(path: str):
   """Imports a config file by path (config files are loaded by path, so they need not be in a package)."""
   if not os.path.isfile(path):

@@ -51,10 +51,7 @@ def _opts(arg: str) -> dict:
   task = str(opts.get("task", "mqar"))
   if task not in TASKS:
     raise ValueError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
-  names = list(TINY_ARMS) if opts.get("tiny") else str(opts.get("arms", "+".join(ARMS))).split("+")
-  unknown = [a for a in names if a not in ARMS]
-  if unknown:
-    raise ValueError(f"unknown arm(s) {unknown}; valid: {', '.join(ARMS)}")
+  names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), ARMS, "arm")
   lrs = [float(x) for x in str(opts.get("lrs", LEARNING_RATE[task])).split("+")]
   return {**opts, "task": task, "arms": names, "lrs": lrs}
 

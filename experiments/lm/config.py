@@ -78,10 +78,8 @@ def label(row: dict) -> str:
 
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
-  names = list(TINY_ARMS) if opts.get("tiny") else str(opts.get("arms", "+".join(DEFAULT_ARMS))).split("+")
-  unknown = [a for a in names if a not in ARMS]
-  if unknown:
-    raise ValueError(f"unknown arm(s) {unknown}; valid: {', '.join(ARMS)}")
+  names = (list(TINY_ARMS) if opts.get("tiny")
+           else config_lib.parse_subset(opts, "arms", list(ARMS), DEFAULT_ARMS, "arm"))
   lengths = opts.get("lengths", "+".join(map(str, LENGTHS)))
   lengths = [int(t) for t in str(lengths).split("+") if t] if lengths != "" else []
   if any(t <= 0 for t in lengths):

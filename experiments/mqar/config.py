@@ -79,10 +79,7 @@ def _opts(arg: str) -> dict:
   stage = str(opts.get("stage", "main"))
   if stage not in STAGES:
     raise ValueError(f"unknown stage {stage!r}; valid: {', '.join(STAGES)}")
-  names = list(TINY_ARMS) if opts.get("tiny") else str(opts.get("arms", "+".join(ARMS))).split("+")
-  unknown = [a for a in names if a not in ARMS]
-  if unknown:
-    raise ValueError(f"unknown arm(s) {unknown}; valid: {', '.join(ARMS)}")
+  names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), ARMS, "arm")
   seeds = HARD_SEEDS if stage == "hard" else SEEDS
   if "seeds" in opts:
     wanted = [int(x) for x in str(opts["seeds"]).split("+")]
