@@ -115,13 +115,13 @@ def test_two_processes_match_one_and_restore(tmp_path):
 
 def test_killed_process_stops_the_other_and_rerun_resumes(tmp_path):
   """The data-parallel run of test 1 (4 steps, checkpoints at 2 and 4), process 1 stalled after the examples of
-  its first 2 steps (HOLD_AFTER: 2 per-process batches + 2 for the readers' lookahead, fewer than 3 batches):
-  once checkpoint 2 is written, process 1 is killed while process 0 waits in step 3's collectives."""
+  its first 2 steps (HOLD_AFTER: the 2 global batches' stream positions): once checkpoint 2 is written,
+  process 1 is killed while process 0 waits in step 3's collectives."""
   workdir, records = str(tmp_path / "kill"), tmp_path / "records"
   records.mkdir()
   batch = config_lib.load_sibling(os.path.join(ROOT, "configs", "default.py"), "default").get_config(
       "tiny=True").data.batch_size
-  procs = _start(workdir, RECORDED, str(records), hold_after=str(2 * batch // 2 + 2))
+  procs = _start(workdir, RECORDED, str(records), hold_after=str(2 * batch))
   ckpt_dir = os.path.join(workdir, "checkpoints")
   deadline = time.time() + 240
   while time.time() < deadline and not _steps(ckpt_dir):

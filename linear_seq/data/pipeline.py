@@ -39,6 +39,12 @@ def _check_int(name: str, value: Any, low: int) -> None:
     raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
+def stream_order(num: int, *, seed: int, shuffle: bool) -> grain.MapDataset:
+  """order[j] for every position j >= 0 of the global stream (the module docstring): the example index there."""
+  order = grain.MapDataset.range(num)
+  return order.shuffle(seed=int(seed)) if shuffle else order
+
+
 def batches(examples: Examples, *, batch_size: int, seed: int, shuffle: bool, repeat: bool,
             shard_index: int = 0, shard_count: int = 1) -> grain.DatasetIterator:
   """Iterator of this host's batches (dicts of [batch_size // shard_count, T] arrays); see the module
@@ -58,9 +64,7 @@ def batches(examples: Examples, *, batch_size: int, seed: int, shuffle: bool, re
   if num == 0:
     raise ValueError("the split holds no examples (empty documents or num_train / num_eval = 0)")
 
-  order = grain.MapDataset.range(num)
-  if shuffle:
-    order = order.shuffle(seed=int(seed))
+  order = stream_order(num, seed=seed, shuffle=shuffle)
   per_host = batch_size // shard_count
   num_rows = sys.maxsize if repeat else -(-num // batch_size) * batch_size
   local_rows = num_rows if repeat else num_rows // shard_count
