@@ -1,5 +1,6 @@
 """Parameter counts of the LM a config builds, and the width at which a mixer matches a reference's count
 (the LM study compares mixers at equal parameter count)."""
+import functools
 from typing import Sequence
 
 from flax import nnx
@@ -13,7 +14,12 @@ from linear_seq import model as model_lib
 
 def num_params(config: ml_collections.ConfigDict, vocab_size: int) -> int:
   """Trainable parameters of the LM of `config.model` (an abstract init: no compute, no memory)."""
-  cfg = model_lib.ModelConfig.from_config(config.model, vocab_size=vocab_size)
+  return _num_params(model_lib.ModelConfig.from_config(config.model, vocab_size=vocab_size))
+
+
+@functools.lru_cache(maxsize=4096)
+def _num_params(cfg: model_lib.ModelConfig) -> int:
+  """Cached per model config: a study config's width matching counts the same models many times."""
   lm = nnx.eval_shape(lambda: model_lib.LM(cfg, rngs=nnx.Rngs(0)))
   return sum(x.size for x in jax.tree.leaves(nnx.state(lm, nnx.Param)))
 
