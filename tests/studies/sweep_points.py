@@ -51,22 +51,22 @@ def _rows(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
   return [{"_overrides": dict(p), "status": "ok", "accuracy": (37 * i % 101) / 100} for i, p in enumerate(points)]
 
 
-def dump() -> dict[str, Any]:
-  """{"path:arg": {"points": [...], "followup": [...] | None, "eval_args": [...] | None,
-  "extra_commands": [...] | None}}."""
-  out = {}
-  for path, args in VARIANTS.items():
-    module = _load(path)
-    for arg in args:
-      points = [dict(p) for p in _call(module, "get_sweep", arg=arg)]
-      followup = None
-      if hasattr(module, "get_followup_sweep"):
-        followup = [dict(p) for p in _call(module, "get_followup_sweep", _rows(points), arg=arg) or []]
-      out[f"{path}:{arg}"] = {"points": points, "followup": followup,
-                              "eval_args": _call(module, "get_eval_args", arg=arg),
-                              "extra_commands": _call(module, "get_extra_commands", arg=arg)}
-  # Through JSON, as the golden file holds it (tuples become lists).
+def dump_one(path: str, arg: str) -> dict[str, Any]:
+  """{"points": [...], "followup": [...] | None, "eval_args": [...] | None, "extra_commands": [...] | None}
+  of one variant, through JSON as the golden file holds it (tuples become lists)."""
+  module = _load(path)
+  points = [dict(p) for p in _call(module, "get_sweep", arg=arg)]
+  followup = None
+  if hasattr(module, "get_followup_sweep"):
+    followup = [dict(p) for p in _call(module, "get_followup_sweep", _rows(points), arg=arg) or []]
+  out = {"points": points, "followup": followup, "eval_args": _call(module, "get_eval_args", arg=arg),
+         "extra_commands": _call(module, "get_extra_commands", arg=arg)}
   return json.loads(json.dumps(out))
+
+
+def dump() -> dict[str, Any]:
+  """{"path:arg": dump_one(path, arg)} for every variant."""
+  return {f"{path}:{arg}": dump_one(path, arg) for path, args in VARIANTS.items() for arg in args}
 
 
 if __name__ == "__main__":
