@@ -22,10 +22,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 DEFAULT_CONFIG = os.path.join(REPO, "configs", "default.py")
 
-# XLA_FLAGS addition for the subprocesses that compile many small programs and run each once or a few steps
-# (fake-device meshes, 2 processes): LLVM at -O0 cuts such a compile by a third to a half (measured: a delta-rule
-# shard_map case 14.0 -> 6.2 CPU s). The HLO, its passes and so the math are unchanged; only machine code is
-# less optimized, which these programs' microsecond runtimes do not notice.
+# XLA_FLAGS addition for the whole suite (conftest.py sets it; CLI subprocesses inherit it) and for the
+# subprocesses that set their own XLA_FLAGS (fake-device meshes, 2 processes): programs compiled once and run a
+# few times. LLVM at -O0 cuts such a compile by a third to a half (measured: a delta-rule shard_map case
+# 14.0 -> 6.2 CPU s). The HLO, its passes and so the math are unchanged; only machine code is less optimized,
+# which these programs' microsecond runtimes do not notice.
 FAST_COMPILE_XLA_FLAG = "--xla_backend_optimization_level=0"
 
 
