@@ -74,9 +74,23 @@ def _inverse(a_Mnn):
   h = n // 2
   x = _inverse(jnp.concatenate([a_Mnn[:, :h, :h], a_Mnn[:, h:, h:]], axis=0))
   x11, x22 = x[:M], x[M:]
-  off = -jnp.matmul(x22, jnp.matmul(a_Mnn[:, h:, :h], x11))
+  off = -_matmul(x22, _matmul(a_Mnn[:, h:, :h], x11))
   top = jnp.concatenate([x11, jnp.zeros_like(off)], axis=-1)
   return jnp.concatenate([top, jnp.concatenate([off, x22], axis=-1)], axis=-2)
+
+
+def _matmul(x_Mab, y_Mbc):
+  """x @ y; blocks of size <= SMALL_BLOCK as a broadcast product summed (one fused loop) instead of a dot."""
+  if x_Mab.shape[-1] <= SMALL_BLOCK:
+    return (x_Mab[:, :, :, None] * y_Mbc[:, None, :, :]).sum(axis=2)
+  return jnp.matmul(x_Mab, y_Mbc)
+
+
+# The recursion's lowest levels multiply [M, h, h] blocks with h = 1, 2, 4, where XLA's CPU dot is mostly call
+# overhead: as fused elementwise products they cost ~0.6x (measured on 512 blocks of 64x64, one core: the
+# inverse 13.1 -> 7.8 ms; 8x8 blocks this way measured no faster). Accuracy unchanged: rel. RMS vs a float64
+# inverse 1.07e-7 either way, 2.90e-7 -> 2.97e-7 with keys at correlation 0.99 and beta up to 2.
+SMALL_BLOCK = 4
 
 
 @jax.custom_vjp
