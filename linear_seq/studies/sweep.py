@@ -17,7 +17,8 @@ without a terminal): `[3/12] ok model.mixer=gla, seed=0: accuracy=0.912 in 4m10s
 
 Optional hooks in the config file:
   get_followup_sweep(rows[, arg]) -> more override dicts, run after the first points finish (`rows` are
-      collect.collect's rows, e.g. pick each arm's best learning rate for a harder setting);
+      collect.collect's rows, e.g. pick each arm's best learning rate for a harder setting); called again with
+      all rows so far after those have run, until it returns no new point (at most MAX_FOLLOWUP_ROUNDS rounds);
   get_plots([arg]) -> plot specs for linear_seq.studies.plots (default: the main metric per point);
   get_eval_args([arg]) -> extra flags for linear_seq.evaluate;
   get_extra_commands([arg]) -> [(module_args, output_file), ...] run after evaluate in each point, e.g.
@@ -309,6 +310,23 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
 # ---------------------------------------------------------------------------------------------- entry point
 
 
+# get_followup_sweep is called again with every row so far until it returns no new point (a choice can depend
+# on a follow-up's result: MQAR's main grid needs the pilot's extra learning rate first); a bound on the rounds.
+MAX_FOLLOWUP_ROUNDS = 10
+
+
+def _new_followups(module, arg: str, points: list, rows: list[dict]) -> list[dict]:
+  """The hook's follow-up overrides whose points are not among `points` yet (each once)."""
+  if not hasattr(module, "get_followup_sweep"):
+    return []
+  names, more = {p.name for p in points}, []
+  for o in call_hook(module, "get_followup_sweep", rows, arg=arg) or []:
+    if point_name(o) not in names:
+      names.add(point_name(o))
+      more.append(o)
+  return more
+
+
 def redraw_plots(config_arg: str, workdir: str, *, base_config: ml_collections.ConfigDict,
                  log: Callable[[str], None] = print) -> list[str]:
   """--plots_only: the study's plots redrawn, nothing run and results.{csv,md} left as they are. The rows come
@@ -320,10 +338,12 @@ def redraw_plots(config_arg: str, workdir: str, *, base_config: ml_collections.C
   csv_path = os.path.join(workdir, "results.csv")
   if any(os.path.isdir(p.workdir) for p in points) or not os.path.exists(csv_path):
     rows = collect.collect(points)
-    if hasattr(module, "get_followup_sweep"):  # the follow-up points that have run, chosen as the sweep would
-      names = {p.name for p in points}
-      more = [o for o in call_hook(module, "get_followup_sweep", rows, arg=arg) or [] if point_name(o) not in names]
-      points += [p for p in make_points(config_arg, workdir, more, base_config=base_config) if os.path.isdir(p.workdir)]
+    for _ in range(MAX_FOLLOWUP_ROUNDS):  # the follow-up points that have run, chosen as the sweep would
+      more = _new_followups(module, arg, points, rows)
+      ran = [p for p in make_points(config_arg, workdir, more, base_config=base_config) if os.path.isdir(p.workdir)]
+      if not ran:
+        break
+      points += ran
       rows = collect.collect(points)
   else:
     rows = collect.rows_from_csv(csv_path, base_config, {p.name: p.overrides for p in points})
@@ -365,15 +385,14 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
   os.makedirs(workdir, exist_ok=True)
   log(f"sweep: {len(points)} points in {workdir}" + (f", {parallel} in parallel" if parallel > 1 else ""))
   statuses = run_points(points, parallel=parallel, log=log)
-  if hasattr(module, "get_followup_sweep"):
-    rows = collect.collect(points, statuses)
-    names = {p.name for p in points}
-    more = [o for o in call_hook(module, "get_followup_sweep", rows, arg=arg) or [] if point_name(o) not in names]
-    if more:
-      log(f"sweep: {len(more)} follow-up points")
-      extra = make_points(config_arg, workdir, more, **kw)
-      statuses.update(run_points(extra, parallel=parallel, log=log))
-      points = points + extra
+  for round_ in range(1, MAX_FOLLOWUP_ROUNDS + 1):
+    more = _new_followups(module, arg, points, collect.collect(points, statuses))
+    if not more:
+      break
+    log(f"sweep: {len(more)} follow-up points" + (f" (round {round_})" if round_ > 1 else ""))
+    extra = make_points(config_arg, workdir, more, **kw)
+    statuses.update(run_points(extra, parallel=parallel, log=log))
+    points = points + extra
 
   rows = collect.collect(points, statuses)
   specs = call_hook(module, "get_plots", arg=arg)

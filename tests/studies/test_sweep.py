@@ -179,3 +179,46 @@ def test_config_module_errors(tmp_path, source, message):
   path.write_text(source)
   with pytest.raises(ValueError, match=message):
     sweep.get_points(sweep.load_study(str(path)))
+
+
+FOLLOWUP_STUDY = '''
+import ml_collections
+
+def get_config(arg=""):
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.train = ml_collections.ConfigDict({"num_steps": 4})
+  return c
+
+def get_sweep():
+  return [{"seed": 0}]
+
+def get_followup_sweep(rows):
+  """seed s + 1 once seed s has a row (each choice needs the previous round's result), up to seed 3."""
+  have = {r["_overrides"]["seed"] for r in rows if r["status"] == "ok"}
+  return [{"seed": s + 1} for s in sorted(have) if s < 3]
+'''
+
+
+def test_followups_repeat_until_the_hook_adds_no_new_point(tmp_path, monkeypatch):
+  """A follow-up chosen from a follow-up's result runs too (rounds until nothing new), each point once."""
+  study = tmp_path / "study.py"
+  study.write_text(FOLLOWUP_STUDY)
+  ran = []
+
+  def fake_run_points(points, **kw):
+    ran.append([p.overrides["seed"] for p in points])
+    return {p.name: {"name": p.name, "status": "ok"} for p in points}
+
+  def fake_collect(points, statuses=None):
+    return [{"_overrides": p.overrides, "status": "ok", "name": p.name} for p in points]
+
+  monkeypatch.setattr(sweep, "run_points", fake_run_points)
+  monkeypatch.setattr(collect, "collect", fake_collect)
+  monkeypatch.setattr(sweep.plots_lib, "draw", lambda specs, rows, workdir: [])
+  monkeypatch.setattr(collect, "write_curves", lambda workdir, rows, sources: "curves.json")
+  monkeypatch.setattr(sweep.report, "write_report", lambda workdir, rows, **kw: [])
+  module = sweep.load_study(str(study))
+  code = sweep.run_sweep(str(study), str(tmp_path / "runs"), base_config=module.get_config(), log=lambda m: None)
+  assert code == 0
+  assert ran == [[0], [1], [2], [3]]
