@@ -1,12 +1,16 @@
 """Study 4: language modelling on Shakespeare — every mixer at (nearly) equal parameter count, same tokens,
-3 seeds, evaluated at its training length and beyond.
+each at its own learning rate, 3 seeds, evaluated at its training length and beyond.
 
-  python -m linear_seq.studies.sweep --config=experiments/lm/config.py --workdir=runs/lm --parallel=2
-Smoke test: :tiny=True (2 points, ~1-2 min). Options: tiny=True, seeds=N (default 3), arms=softmax+gla (a
-subset of ARMS), lengths=512+2048 (the extra evaluation lengths; '' none).
+  python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=pilot --workdir=runs/lm --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=main --workdir=runs/lm --parallel=2
+Stages: pilot = seed 0 of every arm at each of PILOT_LRS (27 points), plus one rate further out for an arm whose
+best is at an edge (EDGE_LRS: 3e-4 below 1e-3, 3e-2 above 1e-2); main = the pilot, then seeds 1.. at each
+arm's chosen rate (lowest seed-0 validation bits/byte; seed 0's main point is its pilot point). Smoke test:
+:tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N (default 3),
+arms=softmax+gla (a subset of ARMS), lengths=512+2048 (the extra evaluation lengths; '' none).
 
 Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
-(the same token budget for every arm), lr 3e-3. Each arm's width is chosen from WIDTHS so that its parameter
+(the same token budget for every arm). Each arm's width is chosen from WIDTHS so that its parameter
 count is nearest softmax's at width 128 (studies/params.py; widths an arm cannot build at, e.g. mamba2's
 inner width not a multiple of its head dim, are skipped); the table lists the resulting params.
 Per point, after training (from its final checkpoint): the validation loss per position in the context
@@ -18,9 +22,8 @@ dropped: 457,244 bytes at T=128, 450,560 at 8,192).
 Arms: softmax (RoPE), linear attention with the short causal conv (width 4: without decay, positions or a
 conv it sees its prefix as an unordered sum), retention with RoPE on q and k (RetNet's xPos rotation without
 its scaling), gla, s4, deltanet with delta_gate none / scalar / channel, mamba2.
-Before 2026-12-01 the study ran seven arms with one seed (results_2026_11.md): softmax, linear, retention, gla,
-s4, linear-conv4, retention-rope; `:arms=s4+softmax+linear+retention+gla+linear-conv4+retention-rope,seeds=1,
-lengths=` gives those points again (the same widths and overrides).
+Before 2026-12-01 the study ran seven arms with one seed at configs/default.py's lr 5e-3 for every arm
+(results_2026_11.md): softmax, linear, retention, gla, s4, linear-conv4, retention-rope.
 """
 import os
 
@@ -29,7 +32,8 @@ from linear_seq.studies import params
 
 STUDY = "lm"
 _DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "default.py")
-OPTIONS = ("tiny", "seeds", "arms", "lengths")
+OPTIONS = ("tiny", "stage", "seeds", "arms", "lengths")
+STAGES = ("pilot", "main")
 # Arms: label -> overrides (the width comes from matching parameter counts).
 ARMS = {
     "softmax": {"model.mixer": "softmax"},
@@ -50,6 +54,11 @@ REFERENCE = ("softmax", 128)  # the parameter budget: softmax at width 128
 WIDTHS = tuple(range(96, 161, 8))  # candidate widths (multiples of 8: 4 heads of even size for RoPE)
 TINY_ARMS = ("softmax", "gla")
 SEEDS = 3
+# Each arm's learning rate, from seed 0 at its matched width (the pilot; lowest validation bits/byte, ties to
+# the smaller rate): PILOT_LRS, then one more step out when the best is at an edge (EDGE_LRS), so the chosen
+# rate is bracketed unless the extension wins too (reported, not extended further).
+PILOT_LRS = (1e-3, 3e-3, 1e-2)
+EDGE_LRS = {1e-3: 3e-4, 1e-2: 3e-2}
 LENGTHS = (512, 2048, 8192)  # evaluation lengths past the training length (128)
 EVAL_TOKENS = 8192  # tokens per evaluation batch at those lengths (batch = EVAL_TOKENS // T, at least 1)
 TINY_LENGTH = 64  # tiny=True: one extra evaluation at twice its training length
@@ -78,6 +87,12 @@ def label(row: dict) -> str:
 
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
+  stage = str(opts.get("stage", "main"))
+  if stage not in STAGES:
+    raise ValueError(f"unknown stage {stage!r}; valid: {', '.join(STAGES)}")
+  seeds = int(opts.get("seeds", SEEDS))
+  if seeds < 1:
+    raise ValueError(f"seeds must be >= 1, got {opts['seeds']!r}")
   names = (list(TINY_ARMS) if opts.get("tiny")
            else config_lib.parse_subset(opts, "arms", list(ARMS), DEFAULT_ARMS, "arm"))
   lengths = opts.get("lengths", "+".join(map(str, LENGTHS)))
@@ -86,19 +101,85 @@ def _opts(arg: str) -> dict:
     raise ValueError(f"lengths must be positive sequence lengths joined by '+', got {opts.get('lengths')!r}")
   if opts.get("tiny") and "lengths" not in opts:
     lengths = [TINY_LENGTH]
-  return {**opts, "arms": names, "lengths": lengths}
+  return {**opts, "stage": stage, "seeds": tuple(range(seeds)), "arms": names, "lengths": lengths}
+
+
+def _widths(arg: str, arms: list[str]) -> dict[str, int]:
+  widths = params.matched_widths(get_config(arg), [ARMS[a] for a in arms], WIDTHS, (ARMS[REFERENCE[0]],
+                                                                                     REFERENCE[1]))
+  return dict(zip(arms, widths))
+
+
+def _point(arm: str, width: int, lr: float, seed: int) -> dict:
+  return {**ARMS[arm], "model.d_model": width, "train.learning_rate": lr, "seed": seed}
 
 
 def get_sweep(arg: str = ""):
+  """The pilot's points (both stages start from them: they choose each arm's learning rate)."""
   opts = _opts(arg)
   if opts.get("tiny"):
     return [{**ARMS[a], "seed": 0} for a in opts["arms"]]
   arms = sorted(opts["arms"], key=lambda a: a != "s4")  # the slowest first (packed rows: its exact reset scan)
-  widths = params.matched_widths(get_config(arg), [ARMS[a] for a in arms], WIDTHS, (ARMS[REFERENCE[0]],
-                                                                                     REFERENCE[1]))
-  # seed-major: every arm of seed 0 before seed 1, so a partial run has every arm
-  return [{**ARMS[a], "model.d_model": w, "seed": s}
-          for s in range(int(opts.get("seeds", SEEDS))) for a, w in zip(arms, widths)]
+  widths = _widths(arg, arms)
+  return [_point(a, widths[a], lr, 0) for a in arms for lr in PILOT_LRS]
+
+
+def _bits(row: dict) -> float:
+  value = row.get("bits_per_byte")
+  ok = row.get("status") in ("ok", "skipped") and isinstance(value, (int, float)) and value == value
+  return float(value) if ok else float("inf")   # a failed (e.g. diverged) point loses
+
+
+def best_lr(rows, arm: str, width: int) -> tuple[float | None, list[dict]]:
+  """(arm's learning rate, pilot points still to run before it is known): the lowest seed-0 bits/byte over
+  PILOT_LRS, extended once by EDGE_LRS when the best is at an edge."""
+  pilot = {r["_overrides"]["train.learning_rate"]: r for r in rows
+           if r["_overrides"] == _point(arm, width, r["_overrides"].get("train.learning_rate"), 0)}
+  missing = [_point(arm, width, lr, 0) for lr in PILOT_LRS if lr not in pilot]
+  if missing:
+    return None, missing
+  best = min(PILOT_LRS, key=lambda lr: (_bits(pilot[lr]), lr))
+  if best in EDGE_LRS:
+    edge = EDGE_LRS[best]
+    if edge not in pilot:
+      return None, [_point(arm, width, edge, 0)]
+    if _bits(pilot[edge]) < _bits(pilot[best]):
+      best = edge
+  return best, []
+
+
+def get_followup_sweep(rows, arg: str = ""):
+  """pilot: the edge rates still needed; main: every seed at each arm's chosen rate (seed 0 is its pilot point)."""
+  opts = _opts(arg)
+  if opts.get("tiny"):
+    return []
+  arms = sorted(opts["arms"], key=lambda a: a != "s4")
+  widths = _widths(arg, arms)
+  pending, lrs = [], {}
+  for a in arms:
+    lr, todo = best_lr(rows, a, widths[a])
+    pending += todo
+    if lr is not None:
+      lrs[a] = lr
+  if opts["stage"] == "pilot":
+    return pending
+  # seed-major: every arm of a seed before the next seed, so a partial run has every arm
+  return pending + [_point(a, widths[a], lrs[a], s) for s in opts["seeds"] for a in arms if a in lrs]
+
+
+def chosen(rows) -> list[dict]:
+  """The rows at their arm's chosen rate (what the tables and plots compare); rows without a rate override
+  (tiny=True) are kept, arms whose rate is undecided are left out."""
+  out = []
+  for r in rows:
+    o = r["_overrides"]
+    if "train.learning_rate" not in o:
+      out.append(r)
+      continue
+    arm = label(r)
+    if arm in ARMS and best_lr(rows, arm, o["model.d_model"])[0] == o["train.learning_rate"]:
+      out.append(r)
+  return out
 
 
 def get_eval_args(arg: str = ""):
@@ -130,18 +211,20 @@ def by_length(rows) -> list[dict]:
 
 
 def get_plots(arg: str = ""):
+  """Every plot at each arm's chosen learning rate (the pilot's other rates left out)."""
   del arg
   return [
-      {"kind": "curves", "y": "eval_loss", "group": label, "file": "eval_loss_curves.png",
+      {"kind": "curves", "y": "eval_loss", "group": label, "select": chosen, "file": "eval_loss_curves.png",
        "title": "Shakespeare: validation loss (nats/byte) during training"},
-      {"kind": "curves", "y": "train_loss", "group": label, "file": "train_loss_curves.png",
+      {"kind": "curves", "y": "train_loss", "group": label, "select": chosen, "file": "train_loss_curves.png",
        "title": "Shakespeare: training loss"},
-      {"kind": "series", "y": "position_loss", "group": label, "source": "position_loss.json",
+      {"kind": "series", "y": "position_loss", "group": label, "select": chosen, "source": "position_loss.json",
        "file": "loss_vs_position.png", "logx": 2, "title": "validation loss vs position in the context",
        "xlabel": "position in the context (tokens)", "ylabel": "loss (nats/token)"},
-      {"kind": "xy", "x": label, "y": "bits_per_byte", "file": "bits_per_byte.png",
+      {"kind": "xy", "x": label, "y": "bits_per_byte", "select": chosen, "file": "bits_per_byte.png",
        "title": "Shakespeare: validation bits/byte", "xlabel": "mixer (arm)"},
-      {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label, "select": by_length, "logx": 2,
+      {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label,
+       "select": lambda rows: by_length(chosen(rows)), "logx": 2,
        "file": "bits_per_byte_vs_length.png", "title": "Shakespeare: trained at T=128, evaluated at longer T",
        "xlabel": "evaluation length (tokens)"},
   ]

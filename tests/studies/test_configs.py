@@ -184,3 +184,32 @@ def test_lm_study_rows_by_evaluation_length():
   assert got == [(128, 2.5), (512, 2.6)]  # a missing evaluation (None) is left out
   assert module.label({"_overrides": {"model.mixer": "deltanet", "model.delta_gate": "scalar"}}) == "deltanet-scalar"
   assert module.label({"_overrides": {"model.mixer": "linear", "model.conv_width": 4}}) == "linear-conv4"
+
+
+def test_lm_study_learning_rate_from_the_pilot():
+  """Lowest seed-0 bits/byte over the pilot rates; one more rate out when the best is at an edge; a failed
+  (diverged) point loses; then every seed at the chosen rate, seed-major, seed 0 being the pilot point."""
+  module = sweep.load_study(_path("lm"))
+  arg = "arms=gla+softmax"
+  pilot = module.get_sweep(arg)
+  assert [(p["model.mixer"], p["train.learning_rate"]) for p in pilot] == [
+      ("gla", 1e-3), ("gla", 3e-3), ("gla", 1e-2), ("softmax", 1e-3), ("softmax", 3e-3), ("softmax", 1e-2)]
+  bits = {("gla", 1e-3): 2.6, ("gla", 3e-3): 2.4, ("gla", 1e-2): 2.5,       # gla: inside the bracket
+          ("softmax", 1e-3): 2.7, ("softmax", 3e-3): 2.6, ("softmax", 1e-2): 2.5}   # softmax: at the top edge
+  rows = [{"_overrides": p, "status": "ok", "bits_per_byte": bits[p["model.mixer"], p["train.learning_rate"]]}
+          for p in pilot]
+  gla_width, sm_width = pilot[0]["model.d_model"], pilot[3]["model.d_model"]
+  assert module.best_lr(rows, "gla", gla_width) == (3e-3, [])
+  lr, todo = module.best_lr(rows, "softmax", sm_width)
+  assert lr is None and todo == [module._point("softmax", sm_width, 3e-2, 0)]
+  assert module.get_followup_sweep(rows, "stage=pilot," + arg) == todo
+  main = module.get_followup_sweep(rows, "stage=main," + arg)
+  assert main[0] == todo[0] and [(p["model.mixer"], p["seed"]) for p in main[1:]] == [("gla", s) for s in range(3)]
+  assert main[1] == pilot[1]   # seed 0 at the chosen rate is the pilot point itself
+  # the edge rate diverged (a failed point, no bits/byte): 1e-2 stays the choice
+  rows.append({"_overrides": todo[0], "status": "failed"})
+  assert module.best_lr(rows, "softmax", sm_width) == (1e-2, [])
+  assert [(module.label(r), r["_overrides"]["train.learning_rate"]) for r in module.chosen(rows)] == [
+      ("gla", 3e-3), ("softmax", 1e-2)]
+  with pytest.raises(ValueError, match="unknown stage 'mian'; valid: pilot, main"):
+    module.get_sweep("stage=mian")
