@@ -34,8 +34,14 @@ def load_rows(workdir: str) -> list[dict]:
   base = study.get_config("")
   overrides = study.get_sweep("")
   rows = collect.collect(sweep.make_points(PATH, workdir, overrides, base_config=base))
-  for stage in ("pilot", "main", "hard"):
-    overrides += [o for o in study.get_followup_sweep(rows, f"stage={stage}") if o not in overrides]
+  for _ in range(sweep.MAX_FOLLOWUP_ROUNDS):   # rounds, as the sweep runs them (main needs the pilot's 1e-2 rows)
+    more = [o for stage in ("pilot", "main", "hard") for o in study.get_followup_sweep(rows, f"stage={stage}")]
+    more = [o for i, o in enumerate(more) if o not in overrides and o not in more[:i]]
+    if not more:
+      break
+    overrides += more
+    points = [p for p in sweep.make_points(PATH, workdir, overrides, base_config=base) if os.path.isdir(p.workdir)]
+    rows = collect.collect(points)
   points = [p for p in sweep.make_points(PATH, workdir, overrides, base_config=base) if os.path.isdir(p.workdir)]
   return collect.collect(points)
 
