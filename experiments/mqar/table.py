@@ -10,7 +10,6 @@ Unfinished points are shown as '…'. Also writes every finished point as a CSV 
 """
 import csv
 import os
-import statistics
 import sys
 
 from absl import app
@@ -20,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import config as study  # noqa: E402  (the study config beside this file)
 
 from linear_seq.studies import collect  # noqa: E402
+from linear_seq.studies import common  # noqa: E402
 from linear_seq.studies import sweep  # noqa: E402
 
 flags.DEFINE_string("workdir", "runs/mqar", "The study's sweep directory.")
@@ -97,7 +97,8 @@ def grid_table(cells) -> str:
   for arm, w, lr, size, cell, planned in cells:
     accs = [float(r["accuracy"]) for r in cell]
     per_seed = " / ".join([f"{a:.3f}" for a in accs] + ["…"] * max(0, planned - len(accs)))
-    mean = f"{statistics.fmean(accs):.3f} ± {statistics.pstdev(accs):.3f}" if accs else "…"
+    m, sd, n = common.mean_std(accs) if accs else (0.0, 0.0, 0)
+    mean = "…" if n == 0 else f"{m:.3f}" + (f" ± {sd:.3f}" if n > 1 else " (1 seed)")   # sample std over seeds
     steps = " / ".join("—" if t is None else str(t) for t in map(first_step, cell))
     size_s = "…" if size is None else f"{int(size):,}"
     lines.append(f"| {arm} | {w} | {lr:g} | {size_s} | {per_seed} | {mean} | "
