@@ -20,7 +20,11 @@ Stages:
          run of the command.
   hard:  (T, kv) = (128, 8), widths {64, 128}, seeds {0, 1} at the arm's pilot lr, HARD_STEPS steps (1,500
          left arms of the old setup on their plateau at this point).
-Options: stage=pilot|main|hard, arms=softmax+gla (a subset), seeds=0 or seeds=1+2 (a subset of the stage's
+  lrcheck: is an arm's failure at the smallest width its learning rate, chosen at width 64? Every arm whose
+         seed-0 main point collapses at width 32 (below 0.5 there, >= 0.9 at width 64: `collapses_small`)
+         runs width 32, seed 0 at the other rates of {1e-3, 3e-3, 1e-2}. Not part of the grid's tables or
+         plots (they keep the pilot's rate); table.py lists them apart.
+Options: stage=pilot|main|hard|lrcheck, arms=softmax+gla (a subset), seeds=0 or seeds=1+2 (a subset of the stage's
 seeds, so one command fits a sitting: the points of the other seeds are left for a later command), tiny=True.
 """
 import os
@@ -30,7 +34,7 @@ from linear_seq import config_lib
 STUDY = "mqar"
 _MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "mqar.py")
 OPTIONS = ("tiny", "stage", "arms", "seeds")
-STAGES = ("pilot", "main", "hard")
+STAGES = ("pilot", "main", "hard", "lrcheck")
 
 # Arms: label -> overrides. Linear attention with two feature maps; the delta rule with its three gates.
 ARMS = {
@@ -54,6 +58,8 @@ HARD = {"data.seq_len": 128, "data.num_kv_pairs": 8, "model.max_len": 128}
 HARD_WIDTHS = (64, 128)
 HARD_SEEDS = (0, 1)
 HARD_STEPS = 3000
+CHECK_WIDTH = 32
+CHECK_LRS = PILOT_LRS + (EXTRA_LR,)
 TINY_ARMS = ("softmax", "gla")
 
 
@@ -145,6 +151,18 @@ def best_lr(rows, arm: str) -> tuple[float | None, list[dict]]:
   return best, []
 
 
+def _main_row(rows, arm: str, width: int, lr: float, seed: int = 0):
+  want = _point(arm, width, lr, seed)
+  return next((r for r in rows if r.get("status") == "ok" and r.get("_overrides") == want), None)
+
+
+def collapses_small(rows, arm: str, lr: float) -> bool:
+  """arm's seed-0 main point at CHECK_WIDTH is below 0.5 while the one at PILOT_WIDTH reaches 0.9."""
+  small, pilot = _main_row(rows, arm, CHECK_WIDTH, lr), _main_row(rows, arm, PILOT_WIDTH, lr)
+  return (small is not None and pilot is not None and float(small.get("accuracy") or 0.0) < 0.5
+          and float(pilot.get("accuracy") or 0.0) >= 0.9)
+
+
 def get_followup_sweep(rows, arg: str = ""):
   """pilot: the 1e-2 points still needed; main/hard: their grids at each arm's pilot lr."""
   opts = _opts(arg)
@@ -160,6 +178,10 @@ def get_followup_sweep(rows, arg: str = ""):
     return pending
   if opts["stage"] == "main":
     grid = [_point(a, w, lrs[a], s) for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in WIDTHS]
+  elif opts["stage"] == "lrcheck":   # seed 0's main points first (finished ones are skipped), then the checks
+    grid = [_point(a, w, lrs[a], 0) for a in opts["arms"] if a in lrs for w in (CHECK_WIDTH, PILOT_WIDTH)]
+    grid += [_point(a, CHECK_WIDTH, lr, 0) for a in opts["arms"] if a in lrs and collapses_small(rows, a, lrs[a])
+             for lr in CHECK_LRS if lr != lrs[a]]
   else:
     grid = [_point(a, w, lrs[a], s, **HARD, **{"train.num_steps": HARD_STEPS})
             for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in HARD_WIDTHS]

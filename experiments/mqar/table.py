@@ -6,7 +6,8 @@ Pilot: every arm's seed-0 accuracy at width 64 per learning rate, and the rate c
 Main (64, 4) and hard (128, 8) points: per arm and width at the chosen rate, the recurrent state size
 (floats per sequence), each seed's final accuracy, mean ± std (population std over the seeds run), how many
 seeds reach 0.9, and the first evaluated step at which each seed reached 0.9 (evaluations every 250 steps).
-Unfinished points are shown as '…'. Also writes every finished point as a CSV row beside --out.
+Unfinished points are shown as '…'. The lrcheck stage's points: seed 0 at width 32 per learning rate.
+Also writes every finished point as a CSV row beside --out.
 """
 import csv
 import os
@@ -106,12 +107,31 @@ def grid_table(cells) -> str:
   return "\n".join(lines) + "\n"
 
 
+def lrcheck_table(rows) -> str:
+  """Seed 0 at CHECK_WIDTH per learning rate, for the arms the lrcheck stage ran (config.collapses_small)."""
+  lrs = study.CHECK_LRS
+  lines = ["| arm | chosen lr (width 64) | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |",
+           "|---|---|" + "---|" * len(lrs)]
+  for arm in study.ARMS:
+    lr, _ = study.best_lr(rows, arm)
+    if lr is None or not study.collapses_small(rows, arm, lr):
+      continue
+    cells = []
+    for x in lrs:
+      r = study._main_row(rows, arm, study.CHECK_WIDTH, x)  # pylint: disable=protected-access
+      cells.append("…" if r is None else _fmt(float(r["accuracy"])) + (" ↑" if study.still_rising(r) else ""))
+    lines.append(f"| {arm} | {lr:g} | " + " | ".join(cells) + " |")
+  return "\n".join(lines) + "\n"
+
+
 def main(argv):
   del argv
   rows = load_rows(FLAGS.workdir)
   text = ("### Pilot (width 64, (64, 4), seed 0; ↑ = still rising)\n\n" + pilot_table(rows) +
           "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +
-          f"\n### Hard point (T=128, 8 kv pairs, {study.HARD_STEPS:,} steps)\n\n" + grid_table(grid(rows, hard=True)))
+          f"\n### Hard point (T=128, 8 kv pairs, {study.HARD_STEPS:,} steps)\n\n" + grid_table(grid(rows, hard=True)) +
+          f"\n### Learning-rate check at width {study.CHECK_WIDTH} (seed 0; arms below 0.5 there and ≥ 0.9 at "
+          f"width 64; ↑ = still rising)\n\n" + lrcheck_table(rows))
   print(text)
   if FLAGS.out:
     with open(FLAGS.out, "w") as f:

@@ -171,8 +171,24 @@ def test_mqar_study_learning_rate_from_the_pilot():
   assert [p["seed"] for p in module.get_followup_sweep(rows, "stage=main,arms=gla+s4,seeds=1+2")] == [1] * 6 + [2] * 6
   with pytest.raises(ValueError, match="seeds=2: stage hard runs seeds 0"):
     module.get_sweep("stage=hard,seeds=2")
-  with pytest.raises(ValueError, match="unknown stage 'mian'; valid: pilot, main, hard"):
+  with pytest.raises(ValueError, match="unknown stage 'mian'; valid: pilot, main, hard, lrcheck"):
     module.get_sweep("stage=mian")
+
+
+def test_mqar_lrcheck_reruns_a_width_32_collapse_at_the_other_rates():
+  """lrcheck: an arm below 0.5 at width 32 and >= 0.9 at width 64 (seed 0, its pilot rate) gets width 32 at the
+  other two rates; an arm that does not collapse, or whose rate is undecided, gets no check."""
+  module = sweep.load_study(_path("mqar"))
+  rows = [_pilot_row(module, "gla", 1e-3, [0.9] * 6), _pilot_row(module, "gla", 3e-3, [0.5] * 6),
+          _pilot_row(module, "s4", 1e-3, [0.2] * 6)]
+  small = {"_overrides": module._point("gla", 32, 1e-3, 0), "status": "ok", "accuracy": 0.2, "_metrics": []}
+  base = [module._point("gla", w, 1e-3, 0) for w in (32, 64)]
+  assert module.get_followup_sweep(rows, "stage=lrcheck,arms=gla") == base   # width 32 not run yet
+  assert module.collapses_small(rows + [small], "gla", 1e-3)
+  assert module.get_followup_sweep(rows + [small], "stage=lrcheck,arms=gla+s4") == (
+      [module._point("s4", 64, 3e-3, 0)] + base + [module._point("gla", 32, lr, 0) for lr in (3e-3, 1e-2)])
+  assert not module.collapses_small(rows + [{**small, "accuracy": 0.6}], "gla", 1e-3)
+  assert not module.collapses_small(rows + [{**small, "status": "failed"}], "gla", 1e-3)
 
 
 def test_lm_study_rows_by_evaluation_length():
