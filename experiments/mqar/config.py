@@ -18,14 +18,16 @@ Stages:
          steps, seed-major (every arm and width of seed 0 before seed 1) so a partial grid stays balanced. An
          arm whose 1e-2 pilot point has not finished gets that point first and its main points on the next
          run of the command.
-  hard:  (T, kv) = (128, 8), widths {64, 128}, seeds {0, 1} at the arm's pilot lr, HARD_STEPS steps (1,500
-         left arms of the old setup on their plateau at this point).
+  hard:  (T, kv) = (128, 8), widths {64, 128}, seeds {0, 1} at the arm's pilot lr, HARD_STEPS = 1,500 steps
+         (measured on the 2026-12 setup: softmax and GLA at width 64 pass 0.99 by step 500 / 750; a point
+         costs ~3x its main-point twin, so seed, width and arm subsets keep each command under ~150 min).
   lrcheck: is an arm's failure at the smallest width its learning rate, chosen at width 64? Every arm whose
          seed-0 main point collapses at width 32 (below 0.5 there, >= 0.9 at width 64: `collapses_small`)
          runs width 32, seed 0 at the other rates of {1e-3, 3e-3, 1e-2}. Not part of the grid's tables or
          plots (they keep the pilot's rate); table.py lists them apart.
 Options: stage=pilot|main|hard|lrcheck, arms=softmax+gla (a subset), seeds=0 or seeds=1+2 (a subset of the stage's
-seeds, so one command fits a sitting: the points of the other seeds are left for a later command), tiny=True.
+seeds, so one command fits a sitting: the points of the other seeds are left for a later command), widths=64 or
+widths=64+128 (a subset of the stage's widths, the same way), tiny=True.
 """
 import os
 
@@ -33,7 +35,7 @@ from linear_seq import config_lib
 
 STUDY = "mqar"
 _MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "mqar.py")
-OPTIONS = ("tiny", "stage", "arms", "seeds")
+OPTIONS = ("tiny", "stage", "arms", "seeds", "widths")
 STAGES = ("pilot", "main", "hard", "lrcheck")
 
 # Arms: label -> overrides. Linear attention with two feature maps; the delta rule with its three gates.
@@ -57,7 +59,7 @@ SEEDS = (0, 1, 2)
 HARD = {"data.seq_len": 128, "data.num_kv_pairs": 8, "model.max_len": 128}
 HARD_WIDTHS = (64, 128)
 HARD_SEEDS = (0, 1)
-HARD_STEPS = 3000
+HARD_STEPS = 1500
 CHECK_WIDTH = 32
 CHECK_LRS = PILOT_LRS + (EXTRA_LR,)
 TINY_ARMS = ("softmax", "gla")
@@ -87,12 +89,18 @@ def _opts(arg: str) -> dict:
     raise ValueError(f"unknown stage {stage!r}; valid: {', '.join(STAGES)}")
   names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), ARMS, "arm")
   seeds = HARD_SEEDS if stage == "hard" else SEEDS
+  widths = HARD_WIDTHS if stage == "hard" else WIDTHS
+  if "widths" in opts:
+    wanted = [int(x) for x in str(opts["widths"]).split("+")]
+    if not set(wanted) <= set(widths):
+      raise ValueError(f"widths={opts['widths']}: stage {stage} runs widths {'+'.join(map(str, widths))}")
+    widths = tuple(w for w in widths if w in wanted)
   if "seeds" in opts:
     wanted = [int(x) for x in str(opts["seeds"]).split("+")]
     if not set(wanted) <= set(seeds):
       raise ValueError(f"seeds={opts['seeds']}: stage {stage} runs seeds {'+'.join(map(str, seeds))}")
     seeds = tuple(wanted)
-  return {**opts, "stage": stage, "arms": names, "seeds": seeds}
+  return {**opts, "stage": stage, "arms": names, "seeds": seeds, "widths": widths}
 
 
 def _point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
@@ -177,14 +185,15 @@ def get_followup_sweep(rows, arg: str = ""):
   if opts["stage"] == "pilot":
     return pending
   if opts["stage"] == "main":
-    grid = [_point(a, w, lrs[a], s) for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in WIDTHS]
+    grid = [_point(a, w, lrs[a], s) for s in opts["seeds"] for a in opts["arms"] if a in lrs
+            for w in opts["widths"]]
   elif opts["stage"] == "lrcheck":   # seed 0's main points first (finished ones are skipped), then the checks
     grid = [_point(a, w, lrs[a], 0) for a in opts["arms"] if a in lrs for w in (CHECK_WIDTH, PILOT_WIDTH)]
     grid += [_point(a, CHECK_WIDTH, lr, 0) for a in opts["arms"] if a in lrs and collapses_small(rows, a, lrs[a])
              for lr in CHECK_LRS if lr != lrs[a]]
   else:
     grid = [_point(a, w, lrs[a], s, **HARD, **{"train.num_steps": HARD_STEPS})
-            for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in HARD_WIDTHS]
+            for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]
   return pending + grid
 
 
@@ -210,6 +219,7 @@ def get_plots(arg: str = ""):
        **common},
       {"kind": "xy", "x": "model.d_model", "where": main, "file": "accuracy_vs_width.png",
        "title": "MQAR (T=64, 4 kv pairs): accuracy vs width", "xlabel": "model width", **common},
-      {"kind": "xy", "x": "model.d_model", "where": {"data.seq_len": 128}, "file": "accuracy_vs_width_hard.png",
+      {"kind": "xy", "x": "model.d_model", "where": {"data.seq_len": 128, "train.num_steps": HARD_STEPS},
+       "file": "accuracy_vs_width_hard.png",
        "title": f"MQAR (T=128, 8 kv pairs, {HARD_STEPS} steps)", "xlabel": "model width", **common},
   ]

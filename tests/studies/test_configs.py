@@ -169,6 +169,11 @@ def test_mqar_study_learning_rate_from_the_pilot():
   assert [(module.arm_of(r), r["_overrides"]["train.learning_rate"]) for r in kept] == [("gla", 1e-3), ("s4", 1e-2)]
   assert [module.arm_of(r) for r in module.chosen(rows[:4])] == ["gla"]  # s4's rate undecided: not drawn
   assert [p["seed"] for p in module.get_followup_sweep(rows, "stage=main,arms=gla+s4,seeds=1+2")] == [1] * 6 + [2] * 6
+  hard64 = module.get_followup_sweep(rows, "stage=hard,arms=gla+s4,seeds=0,widths=64")
+  assert [(p["model.mixer"], p["model.d_model"], p["seed"]) for p in hard64] == [("gla", 64, 0), ("s4", 64, 0)]
+  assert {p["model.d_model"] for p in module.get_followup_sweep(rows, "stage=main,arms=gla,widths=32+128")} == {32, 128}
+  with pytest.raises(ValueError, match="widths=32: stage hard runs widths 64"):
+    module.get_sweep("stage=hard,widths=32")
   with pytest.raises(ValueError, match="seeds=2: stage hard runs seeds 0"):
     module.get_sweep("stage=hard,seeds=2")
   with pytest.raises(ValueError, match="unknown stage 'mian'; valid: pilot, main, hard, lrcheck"):
