@@ -31,12 +31,12 @@ PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py")
 
 
 def load_rows(workdir: str) -> list[dict]:
-  """Rows of every point the three stages define that has a sub-workdir (finished or not)."""
+  """Rows of every point the stages define that has a sub-workdir (finished or not)."""
   base = study.get_config("")
   overrides = study.get_sweep("")
   rows = collect.collect(sweep.make_points(PATH, workdir, overrides, base_config=base))
   for _ in range(sweep.MAX_FOLLOWUP_ROUNDS):   # rounds, as the sweep runs them (main needs the pilot's 1e-2 rows)
-    more = [o for stage in ("pilot", "main", "hard") for o in study.get_followup_sweep(rows, f"stage={stage}")]
+    more = [o for stage in study.STAGES for o in study.get_followup_sweep(rows, f"stage={stage}")]
     more = [o for i, o in enumerate(more) if o not in overrides and o not in more[:i]]
     if not more:
       break
