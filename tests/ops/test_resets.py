@@ -31,7 +31,7 @@ def test_linear_attention_reset_equals_separate_documents(feature_map, normalize
   assert rel_rms(o, jnp.concatenate([o_a, o_b], axis=1)) < 1e-5
 
 
-@pytest.mark.parametrize("mode", ["scan", "assoc"])
+@pytest.mark.parametrize("mode", ["scan", "assoc", "chunk"])
 def test_ssm_diag_channels_reset_equals_separate_documents(mode):
   Hc, N = 3, 4
   keys = jax.random.split(jax.random.key(2), 4)
@@ -55,7 +55,7 @@ def test_reset_errors():
   with pytest.raises(ValueError, match="reset has shape"):
     ops.linear_attention(q, q, q, reset=jnp.zeros((B, T + 1), bool))
   u, a = jnp.ones((B, T, 3)), jnp.full((3, 2), 0.5)
-  with pytest.raises(ValueError, match="reset needs mode 'scan' or 'assoc'"):
+  with pytest.raises(ValueError, match="reset needs mode 'scan', 'assoc' or 'chunk'"):
     ops.ssm_diag_channels(u, a, a, a, jnp.ones(3), mode="fft", reset=RESET)
   with pytest.raises(ValueError, match="reset has shape"):
     ops.ssm_diag_channels(u, a, a, a, jnp.ones(3), mode="scan", reset=RESET[:, :3])

@@ -5,6 +5,7 @@ convolution. Tolerances (float32, relative RMS):
   outputs and final states vs the float64 loop: 1e-5 (observed ≲ 5e-7 at T = 257);
   kernel vs matrix powers: 1e-5; causal_conv_fft vs direct convolution: 1e-5;
   gradients fft vs scan / assoc with random cotangents: 2e-5 (observed ≲ 6e-7, 5e-6 for the scalar dt);
+  ssm_diag_channels 'chunk' vs 'scan' with resets, values, final states and gradients: 1e-5 (observed ≲ 5e-7);
   long sequence (T = 2048, |Ab| ≈ 1 − 5e-4) fft vs scan, values and gradients: 1e-5 (observed ≲ 5e-7);
   bfloat16 u vs float32 u: 2e-2.
 Causality: scan/assoc Jacobians are exactly zero above the diagonal; fft's are ≤ 1e-6 · max|J|
@@ -193,7 +194,7 @@ def test_channels_match_loop_and_vmap_of_ssm():
           for h in range(H)]
   y_ref = np.concatenate([r[0] for r in refs], -1)
   x_ref = np.stack([r[1] for r in refs], 1)
-  for mode in ops.SSM_MODES:
+  for mode in ops.SSM_CHANNEL_MODES:
     y, x_T = _chan(u, Ab, Bb, C, D, mode=mode, initial_state=x0)
     assert y.shape == (B, T, H) and x_T.shape == (B, H, Nc) and x_T.dtype == jnp.complex64
     assert_close(y, y_ref, 1e-5, f"{mode} y")
@@ -225,6 +226,44 @@ def test_channels_long_sequence_and_gradients():
   assert_close(y_f, y_s, 1e-5, "y")
   assert_close(_ri(x_f), _ri(x_s), 1e-5, "x_T")
   for i, (a, b) in enumerate(zip(g_f, g_s)):
+    assert_close(_ri(a), _ri(b), 1e-5, f"grad[{i}]")
+
+
+@pytest.mark.parametrize("kind,T,chunk,with_reset,with_x0", [
+    ("complex", 37, 8, True, True), ("complex", 37, 8, False, False), ("complex", 5, 16, True, True),
+    ("real", 50, 7, True, True), ("real", 16, 16, True, False), ("real", 1, 4, False, True)])
+def test_channels_chunk_form_matches_scan_with_resets(kind, T, chunk, with_reset, with_x0):
+  """'chunk' vs 'scan': y, x_T and the gradients wrt u, Ab, Bb, C, x0, on T not a multiple of the chunk,
+  several documents per row (a reset at t = 0 too, which drops the initial state), real Ab < 0 entries."""
+  H, Nc = 3, 5
+  rng = np.random.default_rng(T + chunk)
+  if kind == "complex":
+    Ab, Bb, C, D = _channels(H, Nc, 21, dt_range=(0.05, 0.5))
+  else:
+    Ab = rng.uniform(-0.97, 0.97, (H, Nc)).astype(np.float32)
+    Bb, C = rng.normal(size=(2, H, Nc)).astype(np.float32)
+    D = rng.normal(size=H).astype(np.float32)
+  u = rng.normal(size=(B, T, H)).astype(np.float32)
+  x0 = None
+  if with_x0:
+    x0 = rng.normal(size=(B, H, Nc)) + (1j * rng.normal(size=(B, H, Nc)) if kind == "complex" else 0)
+    x0 = x0.astype(np.complex64 if kind == "complex" else np.float32)
+  reset = None
+  if with_reset:
+    reset = jnp.asarray(rng.random((B, T)) < 0.15).at[0, 0].set(True)
+  key = jax.random.PRNGKey(22)
+
+  def run(mode):
+    f = lambda u, Ab, Bb, C, x0: ops.ssm_diag_channels(  # noqa: E731
+        u, Ab, Bb, C, D, mode=mode, initial_state=x0, reset=reset, chunk_size=chunk)
+    args = (u, Ab, Bb, C, x0)
+    return jax.jit(lambda *a: (f(*a), vjp_grads(f, a, _cotangents(key, f, *args))))(*args)
+
+  (y_c, x_c), g_c = run("chunk")
+  (y_s, x_s), g_s = run("scan")
+  assert_close(y_c, y_s, 1e-5, "y")
+  assert_close(_ri(x_c), _ri(x_s), 1e-5, "x_T")
+  for i, (a, b) in enumerate(zip(g_c, g_s)):
     assert_close(_ri(a), _ri(b), 1e-5, f"grad[{i}]")
 
 
@@ -295,8 +334,10 @@ def test_ssm_diag_channels_errors():
   H, Nc = 3, 4
   Ab, Bb, C, D = _channels(H, Nc, 18)
   u = np.ones((B, 9, H), np.float32)
-  with pytest.raises(ValueError, match="unknown ssm mode 'x'; valid: fft, scan, assoc"):
+  with pytest.raises(ValueError, match="unknown ssm mode 'x'; valid: fft, scan, assoc, chunk"):
     ops.ssm_diag_channels(u, Ab, Bb, C, D, mode="x")
+  with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
+    ops.ssm_diag_channels(u, Ab, Bb, C, D, mode="chunk", chunk_size=0)
   with pytest.raises(ValueError, match=r"u has shape \[9, 3\], expected \[B, T, H\]"):
     ops.ssm_diag_channels(u[0], Ab, Bb, C, D)
   with pytest.raises(ValueError, match="expected at least one time step"):
