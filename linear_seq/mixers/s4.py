@@ -32,8 +32,8 @@ class S4D(nnx.Module):
   chunkwise form instead of the FFT (or the scan / assoc form, if mode says so) with the state zeroed at
   every document's first token (exact). On one CPU core at the LM's B=32, T=128, D=128, N=64 a layer's
   gradient takes ~16 ms by FFT (no resets), ~310 ms chunkwise and ~910 ms by scan (with resets;
-  experiments/benchmark/s4_packed_rows.py). Pass
-  segment_ids=None for rows that hold one document to keep the FFT.
+  experiments/benchmark/s4_packed_rows.py). Pass segment_ids=None for rows that hold one document to
+  keep the FFT.
   State: x [B, d_model, N] complex64. Parameters `log_A_real`, `A_imag`, `log_dt` are the 'ssm' group.
   """
 
