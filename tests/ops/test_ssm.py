@@ -38,6 +38,20 @@ def _cotangents(key, f, *args):
   return jax.tree.unflatten(tree, [jax.random.normal(k, s.shape, s.dtype) for k, s in zip(keys, leaves)])
 
 
+def _with_grads(f, args, key):
+  """(f(*args), the gradients of Σ ⟨f(*args), fixed random cotangents⟩ wrt every non-None arg), jitted."""
+  return jax.jit(lambda *a: (f(*a), vjp_grads(f, a, _cotangents(key, f, *args))))(*args)
+
+
+def _assert_runs_match(run_a, run_b, tol):
+  """Two _with_grads results of (y, x_T)-valued functions agree in y, x_T and every gradient."""
+  ((y_a, x_a), g_a), ((y_b, x_b), g_b) = run_a, run_b
+  assert_close(y_a, y_b, tol, "y")
+  assert_close(_ri(x_a), _ri(x_b), tol, "x_T")
+  for i, (a, b) in enumerate(zip(g_a, g_b)):
+    assert_close(_ri(a), _ri(b), tol, f"grad[{i}]")
+
+
 def _system(kind, seed=0):
   """(Ab, Bb, C, D) float32/complex64 numpy: 'dense' real, 'diag' complex, 'diag_real' with Ab < 0 entries."""
   rng = np.random.default_rng(seed)
@@ -217,16 +231,10 @@ def test_channels_long_sequence_and_gradients():
   key = jax.random.PRNGKey(15)
 
   def run(mode):
-    f = lambda u, Ab, Bb, C, D: ops.ssm_diag_channels(u, Ab, Bb, C, D, mode=mode)  # noqa: E731
-    args = (u, Ab, Bb, C, D)
-    return jax.jit(lambda *a: (f(*a), vjp_grads(f, a, _cotangents(key, f, *args))))(*args)
+    return _with_grads(lambda u, Ab, Bb, C, D: ops.ssm_diag_channels(u, Ab, Bb, C, D, mode=mode),
+                       (u, Ab, Bb, C, D), key)
 
-  (y_f, x_f), g_f = run("fft")
-  (y_s, x_s), g_s = run("scan")
-  assert_close(y_f, y_s, 1e-5, "y")
-  assert_close(_ri(x_f), _ri(x_s), 1e-5, "x_T")
-  for i, (a, b) in enumerate(zip(g_f, g_s)):
-    assert_close(_ri(a), _ri(b), 1e-5, f"grad[{i}]")
+  _assert_runs_match(run("fft"), run("scan"), 1e-5)
 
 
 @pytest.mark.parametrize("kind,T,chunk,with_reset,with_x0", [
@@ -254,17 +262,10 @@ def test_channels_chunk_form_matches_scan_with_resets(kind, T, chunk, with_reset
   key = jax.random.PRNGKey(22)
 
   def run(mode):
-    f = lambda u, Ab, Bb, C, x0: ops.ssm_diag_channels(  # noqa: E731
-        u, Ab, Bb, C, D, mode=mode, initial_state=x0, reset=reset, chunk_size=chunk)
-    args = (u, Ab, Bb, C, x0)
-    return jax.jit(lambda *a: (f(*a), vjp_grads(f, a, _cotangents(key, f, *args))))(*args)
+    return _with_grads(lambda u, Ab, Bb, C, x0: ops.ssm_diag_channels(
+        u, Ab, Bb, C, D, mode=mode, initial_state=x0, reset=reset, chunk_size=chunk), (u, Ab, Bb, C, x0), key)
 
-  (y_c, x_c), g_c = run("chunk")
-  (y_s, x_s), g_s = run("scan")
-  assert_close(y_c, y_s, 1e-5, "y")
-  assert_close(_ri(x_c), _ri(x_s), 1e-5, "x_T")
-  for i, (a, b) in enumerate(zip(g_c, g_s)):
-    assert_close(_ri(a), _ri(b), 1e-5, f"grad[{i}]")
+  _assert_runs_match(run("chunk"), run("scan"), 1e-5)
 
 
 @pytest.mark.parametrize("T", [7, 100])
