@@ -88,19 +88,20 @@ def _opts(arg: str) -> dict:
   if stage not in STAGES:
     raise ValueError(f"unknown stage {stage!r}; valid: {', '.join(STAGES)}")
   names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), ARMS, "arm")
-  seeds = HARD_SEEDS if stage == "hard" else SEEDS
-  widths = HARD_WIDTHS if stage == "hard" else WIDTHS
-  if "widths" in opts:
-    wanted = [int(x) for x in str(opts["widths"]).split("+")]
-    if not set(wanted) <= set(widths):
-      raise ValueError(f"widths={opts['widths']}: stage {stage} runs widths {'+'.join(map(str, widths))}")
-    widths = tuple(w for w in widths if w in wanted)
-  if "seeds" in opts:
-    wanted = [int(x) for x in str(opts["seeds"]).split("+")]
-    if not set(wanted) <= set(seeds):
-      raise ValueError(f"seeds={opts['seeds']}: stage {stage} runs seeds {'+'.join(map(str, seeds))}")
-    seeds = tuple(wanted)
+  hard = stage == "hard"
+  seeds = _subset(opts, "seeds", HARD_SEEDS if hard else SEEDS, stage, keep_order=False)
+  widths = _subset(opts, "widths", HARD_WIDTHS if hard else WIDTHS, stage, keep_order=True)
   return {**opts, "stage": stage, "arms": names, "seeds": seeds, "widths": widths}
+
+
+def _subset(opts: dict, key: str, allowed: tuple, stage: str, keep_order: bool) -> tuple:
+  """opts[key] as '0+1' -> those ints (a subset of `allowed`, the stage's values); absent -> `allowed`."""
+  if key not in opts:
+    return allowed
+  wanted = [int(x) for x in str(opts[key]).split("+")]
+  if not set(wanted) <= set(allowed):
+    raise ValueError(f"{key}={opts[key]}: stage {stage} runs {key} {'+'.join(map(str, allowed))}")
+  return tuple(v for v in allowed if v in wanted) if keep_order else tuple(wanted)
 
 
 def _point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
