@@ -17,8 +17,10 @@ without a terminal): `[3/12] ok model.mixer=gla, seed=0: accuracy=0.912 in 4m10s
 
 Optional hooks in the config file:
   get_followup_sweep(rows[, arg]) -> more override dicts, run after the first points finish (`rows` are
-      collect.collect's rows, e.g. pick each arm's best learning rate for a harder setting); called again with
-      all rows so far after those have run, until it returns no new point (at most MAX_FOLLOWUP_ROUNDS rounds);
+      collect.collect's rows of the points run or finished so far, e.g. pick each arm's best learning rate for
+      a harder setting); called again with all rows so far after those have run, until it returns no new
+      point (at most MAX_FOLLOWUP_ROUNDS rounds). Follow-ups that finished in an earlier sweep join the rows
+      at once, so a round holds every point whose choice is already known and they run side by side;
   get_plots([arg]) -> plot specs for linear_seq.studies.plots (default: the main metric per point);
   get_eval_args([arg]) -> extra flags for linear_seq.evaluate;
   get_extra_commands([arg]) -> [(module_args, output_file), ...] run after evaluate in each point, e.g.
@@ -327,6 +329,22 @@ def _new_followups(module, arg: str, points: list, rows: list[dict]) -> list[dic
   return more
 
 
+def _next_round(module, arg: str, points: list, statuses: dict, make: Callable[[list[dict]], list]) -> list:
+  """The next round's points: the hook's follow-ups for the rows so far, then, while some of those have already
+  finished (in an earlier sweep), the follow-ups their rows choose, and so on. A round then holds every point
+  whose choice is known (run side by side with --parallel), not only the first link of a chain whose other
+  links are finished. The hook sees the rows of run or finished points only, never of points still to run."""
+  extra: list = []
+  for _ in range(MAX_FOLLOWUP_ROUNDS):
+    known = points + extra
+    done = [p for p in known if p.name in statuses or is_finished(p)]
+    more = _new_followups(module, arg, known, collect.collect(done, statuses))
+    if not more:
+      break
+    extra += make(more)
+  return extra
+
+
 def redraw_plots(config_arg: str, workdir: str, *, base_config: ml_collections.ConfigDict,
                  log: Callable[[str], None] = print) -> list[str]:
   """--plots_only: the study's plots redrawn, nothing run and results.{csv,md} left as they are. The rows come
@@ -386,11 +404,10 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
   log(f"sweep: {len(points)} points in {workdir}" + (f", {parallel} in parallel" if parallel > 1 else ""))
   statuses = run_points(points, parallel=parallel, log=log)
   for round_ in range(1, MAX_FOLLOWUP_ROUNDS + 1):
-    more = _new_followups(module, arg, points, collect.collect(points, statuses))
-    if not more:
+    extra = _next_round(module, arg, points, statuses, lambda more: make_points(config_arg, workdir, more, **kw))
+    if not extra:
       break
-    log(f"sweep: {len(more)} follow-up points" + (f" (round {round_})" if round_ > 1 else ""))
-    extra = make_points(config_arg, workdir, more, **kw)
+    log(f"sweep: {len(extra)} follow-up points" + (f" (round {round_})" if round_ > 1 else ""))
     statuses.update(run_points(extra, parallel=parallel, log=log))
     points = points + extra
 

@@ -222,3 +222,34 @@ def test_followups_repeat_until_the_hook_adds_no_new_point(tmp_path, monkeypatch
   code = sweep.run_sweep(str(study), str(tmp_path / "runs"), base_config=module.get_config(), log=lambda m: None)
   assert code == 0
   assert ran == [[0], [1], [2], [3]]
+
+
+def test_a_round_runs_every_follow_up_whose_chain_has_finished(tmp_path, monkeypatch):
+  """Follow-ups finished by an earlier sweep choose theirs at once: seeds 1 and 2 are on disk, so seed 3 runs in
+  round 1 beside them (the skipped ones) instead of a round later on an otherwise idle core."""
+  study = tmp_path / "study.py"
+  study.write_text(FOLLOWUP_STUDY)
+  for s in (1, 2):
+    sub = tmp_path / "runs" / sweep.point_name({"seed": s})
+    sub.mkdir(parents=True)
+    (sub / "eval.json").write_text(json.dumps({"step": 4, "eval_loss": 1.0}))
+  ran, seen = [], []
+
+  def fake_run_points(points, **kw):
+    ran.append([p.overrides["seed"] for p in points])
+    return {p.name: {"name": p.name, "status": "ok"} for p in points}
+
+  def fake_collect(points, statuses=None):
+    seen.append(sorted(p.overrides["seed"] for p in points))
+    return [{"_overrides": p.overrides, "status": "ok", "name": p.name} for p in points]
+
+  monkeypatch.setattr(sweep, "run_points", fake_run_points)
+  monkeypatch.setattr(collect, "collect", fake_collect)
+  monkeypatch.setattr(sweep.plots_lib, "draw", lambda specs, rows, workdir: [])
+  monkeypatch.setattr(collect, "write_curves", lambda workdir, rows, sources: "curves.json")
+  monkeypatch.setattr(sweep.report, "write_report", lambda workdir, rows, **kw: [])
+  module = sweep.load_study(str(study))
+  assert sweep.run_sweep(str(study), str(tmp_path / "runs"), base_config=module.get_config(), log=lambda m: None) == 0
+  assert ran == [[0], [1, 2, 3]]
+  # The hook's rows while round 1 was chosen: seed 3's (not run yet) is not among them; then all four.
+  assert seen[:5] == [[0], [0, 1], [0, 1, 2], [0, 1, 2], [0, 1, 2, 3]]
