@@ -4,7 +4,7 @@
 
 Pilot: every arm's seed-0 accuracy at width 64 per learning rate, and the rate chosen (config.best_lr).
 Main (64, 4) and hard (128, 8) points: per arm and width at the chosen rate, the recurrent state size
-(floats per sequence), each seed's final accuracy, mean ± std (population std over the seeds run), how many
+(floats per sequence), each seed's final accuracy, mean ± std (sample std over the seeds run), how many
 seeds reach 0.9, and the first evaluated step at which each seed reached 0.9 (evaluations every 250 steps).
 Unfinished points are shown as '…'. The lrcheck stage's points: seed 0 at width 32 per learning rate.
 Also writes every finished point as a CSV row beside --out.
