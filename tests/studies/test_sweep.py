@@ -200,39 +200,11 @@ def get_followup_sweep(rows):
 '''
 
 
-def test_followups_repeat_until_the_hook_adds_no_new_point(tmp_path, monkeypatch):
-  """A follow-up chosen from a follow-up's result runs too (rounds until nothing new), each point once."""
+def _run_followup_study(tmp_path, monkeypatch):
+  """Runs FOLLOWUP_STUDY's sweep with fake point runs; returns (the seeds of each run_points call, the seeds of
+  the rows of each collect call)."""
   study = tmp_path / "study.py"
   study.write_text(FOLLOWUP_STUDY)
-  ran = []
-
-  def fake_run_points(points, **kw):
-    ran.append([p.overrides["seed"] for p in points])
-    return {p.name: {"name": p.name, "status": "ok"} for p in points}
-
-  def fake_collect(points, statuses=None):
-    return [{"_overrides": p.overrides, "status": "ok", "name": p.name} for p in points]
-
-  monkeypatch.setattr(sweep, "run_points", fake_run_points)
-  monkeypatch.setattr(collect, "collect", fake_collect)
-  monkeypatch.setattr(sweep.plots_lib, "draw", lambda specs, rows, workdir: [])
-  monkeypatch.setattr(collect, "write_curves", lambda workdir, rows, sources: "curves.json")
-  monkeypatch.setattr(sweep.report, "write_report", lambda workdir, rows, **kw: [])
-  module = sweep.load_study(str(study))
-  code = sweep.run_sweep(str(study), str(tmp_path / "runs"), base_config=module.get_config(), log=lambda m: None)
-  assert code == 0
-  assert ran == [[0], [1], [2], [3]]
-
-
-def test_a_round_runs_every_follow_up_whose_chain_has_finished(tmp_path, monkeypatch):
-  """Follow-ups finished by an earlier sweep choose theirs at once: seeds 1 and 2 are on disk, so seed 3 runs in
-  round 1 beside them (the skipped ones) instead of a round later on an otherwise idle core."""
-  study = tmp_path / "study.py"
-  study.write_text(FOLLOWUP_STUDY)
-  for s in (1, 2):
-    sub = tmp_path / "runs" / sweep.point_name({"seed": s})
-    sub.mkdir(parents=True)
-    (sub / "eval.json").write_text(json.dumps({"step": 4, "eval_loss": 1.0}))
   ran, seen = [], []
 
   def fake_run_points(points, **kw):
@@ -250,6 +222,23 @@ def test_a_round_runs_every_follow_up_whose_chain_has_finished(tmp_path, monkeyp
   monkeypatch.setattr(sweep.report, "write_report", lambda workdir, rows, **kw: [])
   module = sweep.load_study(str(study))
   assert sweep.run_sweep(str(study), str(tmp_path / "runs"), base_config=module.get_config(), log=lambda m: None) == 0
+  return ran, seen
+
+
+def test_followups_repeat_until_the_hook_adds_no_new_point(tmp_path, monkeypatch):
+  """A follow-up chosen from a follow-up's result runs too (rounds until nothing new), each point once."""
+  ran, _ = _run_followup_study(tmp_path, monkeypatch)
+  assert ran == [[0], [1], [2], [3]]
+
+
+def test_a_round_runs_every_follow_up_whose_chain_has_finished(tmp_path, monkeypatch):
+  """Follow-ups finished by an earlier sweep choose theirs at once: seeds 1 and 2 are on disk, so seed 3 runs in
+  round 1 beside them (the skipped ones) instead of a round later on an otherwise idle core."""
+  for s in (1, 2):
+    sub = tmp_path / "runs" / sweep.point_name({"seed": s})
+    sub.mkdir(parents=True)
+    (sub / "eval.json").write_text(json.dumps({"step": 4, "eval_loss": 1.0}))
+  ran, seen = _run_followup_study(tmp_path, monkeypatch)
   assert ran == [[0], [1, 2, 3]]
   # The hook's rows while round 1 was chosen: seed 3's (not run yet) is not among them; then all four.
   assert seen[:5] == [[0], [0, 1], [0, 1, 2], [0, 1, 2], [0, 1, 2, 3]]
