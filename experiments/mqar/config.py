@@ -25,7 +25,11 @@ Stages:
          seed-0 main point collapses at width 32 (below 0.5 there, >= 0.9 at width 64: `collapses_small`)
          runs width 32, seed 0 at the other rates of {1e-3, 3e-3, 1e-2}. Not part of the grid's tables or
          plots (they keep the pilot's rate); table.py lists them apart.
-Options: stage=pilot|main|hard|lrcheck, arms=softmax+gla (a subset), seeds=0 or seeds=1+2 (a subset of the stage's
+  seedcheck: is a cell whose seeds split (one >= 0.9, another below 0.5 at the arm's pilot rate:
+         `split_seeds`) a rate on the edge? The failing seed reruns that width at the other rates of
+         {1e-3, 3e-3, 1e-2}. It reads the main grid's points of the stage's seeds (run it with the seeds that
+         have finished, e.g. seeds=0+1, or it runs the others first); like lrcheck, apart from the grid.
+Options: stage=pilot|main|hard|lrcheck|seedcheck, arms=softmax+gla (a subset), seeds=0 or seeds=1+2 (a subset of the stage's
 seeds, so one command fits a sitting: the points of the other seeds are left for a later command), widths=64 or
 widths=64+128 (a subset of the stage's widths, the same way), tiny=True.
 """
@@ -36,7 +40,7 @@ from linear_seq import config_lib
 STUDY = "mqar"
 _MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "mqar.py")
 OPTIONS = ("tiny", "stage", "arms", "seeds", "widths")
-STAGES = ("pilot", "main", "hard", "lrcheck")
+STAGES = ("pilot", "main", "hard", "lrcheck", "seedcheck")
 
 # Arms: label -> overrides. Linear attention with two feature maps; the delta rule with its three gates.
 ARMS = {
@@ -172,6 +176,12 @@ def collapses_small(rows, arm: str, lr: float) -> bool:
           and float(pilot.get("accuracy") or 0.0) >= 0.9)
 
 
+def split_seeds(rows, arm: str, width: int, lr: float, seeds=SEEDS) -> list[int]:
+  """The seeds of arm's main point (width, lr) below 0.5 when another of them reaches 0.9 (else [])."""
+  acc = {s: float(r.get("accuracy") or 0.0) for s in seeds if (r := _main_row(rows, arm, width, lr, s)) is not None}
+  return [s for s in sorted(acc) if acc[s] < 0.5] if acc and max(acc.values()) >= 0.9 else []
+
+
 def get_followup_sweep(rows, arg: str = ""):
   """pilot: the 1e-2 points still needed; main/hard: their grids at each arm's pilot lr."""
   opts = _opts(arg)
@@ -192,6 +202,10 @@ def get_followup_sweep(rows, arg: str = ""):
     grid = [_point(a, w, lrs[a], 0) for a in opts["arms"] if a in lrs for w in (CHECK_WIDTH, PILOT_WIDTH)]
     grid += [_point(a, CHECK_WIDTH, lr, 0) for a in opts["arms"] if a in lrs and collapses_small(rows, a, lrs[a])
              for lr in CHECK_LRS if lr != lrs[a]]
+  elif opts["stage"] == "seedcheck":   # the stage's main points (finished ones are skipped), then the checks
+    grid = [_point(a, w, lrs[a], s) for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]
+    grid += [_point(a, w, lr, s) for a in opts["arms"] if a in lrs for w in opts["widths"]
+             for s in split_seeds(rows, a, w, lrs[a], opts["seeds"]) for lr in CHECK_LRS if lr != lrs[a]]
   else:
     grid = [_point(a, w, lrs[a], s, **HARD, **{"train.num_steps": HARD_STEPS})
             for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]

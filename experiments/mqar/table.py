@@ -6,7 +6,8 @@ Pilot: every arm's seed-0 accuracy at width 64 per learning rate, and the rate c
 Main (64, 4) and hard (128, 8) points: per arm and width at the chosen rate, the recurrent state size
 (floats per sequence), each seed's final accuracy, mean ± std (sample std over the seeds run), how many
 seeds reach 0.9, and the first evaluated step at which each seed reached 0.9 (evaluations every 250 steps).
-Unfinished points are shown as '…'. The lrcheck stage's points: seed 0 at width 32 per learning rate.
+Unfinished points are shown as '…'. The lrcheck stage's points: seed 0 at width 32 per learning rate; the
+seedcheck stage's: a split cell's failing seed per learning rate.
 Also writes every finished point as a CSV row beside --out.
 """
 import csv
@@ -124,6 +125,29 @@ def lrcheck_table(rows) -> str:
   return "\n".join(lines) + "\n"
 
 
+def seedcheck_table(rows) -> str:
+  """Each main-grid cell whose seeds split (config.split_seeds): the failing seed at every rate of CHECK_LRS,
+  beside the cell's other seeds at the chosen rate."""
+  lrs = study.CHECK_LRS
+  lines = ["| arm | width | chosen lr | other seeds at it | seed | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |",
+           "|---|---|---|---|---|" + "---|" * len(lrs)]
+  for arm in study.ARMS:
+    lr, _ = study.best_lr(rows, arm)
+    if lr is None:
+      continue
+    for w in study.WIDTHS:
+      failing = study.split_seeds(rows, arm, w, lr)
+      for seed in failing:
+        others = [(s, r) for s in study.SEEDS if s != seed and (r := study._main_row(rows, arm, w, lr, s))]  # pylint: disable=protected-access
+        other = ", ".join(f"{s}: {_fmt(float(r['accuracy']))}" for s, r in others)
+        cells = []
+        for x in lrs:
+          r = study._main_row(rows, arm, w, x, seed)  # pylint: disable=protected-access
+          cells.append("…" if r is None else _fmt(float(r["accuracy"])) + (" ↑" if study.still_rising(r) else ""))
+        lines.append(f"| {arm} | {w} | {lr:g} | {other} | {seed} | " + " | ".join(cells) + " |")
+  return "\n".join(lines) + "\n"
+
+
 def main(argv):
   del argv
   rows = load_rows(FLAGS.workdir)
@@ -131,7 +155,9 @@ def main(argv):
           "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +
           f"\n### Hard point (T=128, 8 kv pairs, {study.HARD_STEPS:,} steps)\n\n" + grid_table(grid(rows, hard=True)) +
           f"\n### Learning-rate check at width {study.CHECK_WIDTH} (seed 0; arms below 0.5 there and ≥ 0.9 at "
-          f"width 64; ↑ = still rising)\n\n" + lrcheck_table(rows))
+          f"width 64; ↑ = still rising)\n\n" + lrcheck_table(rows) +
+          "\n### Seed check (a cell with one seed ≥ 0.9 and another below 0.5: the failing seed at each rate; "
+          "↑ = still rising)\n\n" + seedcheck_table(rows))
   print(text)
   if FLAGS.out:
     with open(FLAGS.out, "w") as f:

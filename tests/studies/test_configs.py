@@ -196,6 +196,26 @@ def test_mqar_lrcheck_reruns_a_width_32_collapse_at_the_other_rates():
   assert not module.collapses_small(rows + [{**small, "status": "failed"}], "gla", 1e-3)
 
 
+def test_mqar_seedcheck_reruns_the_failing_seed_of_a_split_cell_at_the_other_rates():
+  """seedcheck: a cell with one seed >= 0.9 and another below 0.5 (at the arm's pilot rate) reruns the failing
+  seed at the other two rates; a cell whose seeds agree, or that has one seed, gets no check."""
+  module = sweep.load_study(_path("mqar"))
+  pilot = [_pilot_row(module, "gla", 1e-3, [0.9] * 6), _pilot_row(module, "gla", 3e-3, [0.5] * 6)]
+
+  def main(width, seed, acc):
+    return {"_overrides": module._point("gla", width, 1e-3, seed), "status": "ok", "accuracy": acc, "_metrics": []}
+
+  rows = pilot + [main(32, 0, 0.92), main(32, 1, 0.25), main(128, 0, 0.3), main(128, 1, 0.4)]
+  assert module.split_seeds(rows, "gla", 32, 1e-3) == [1]
+  assert module.split_seeds(rows, "gla", 128, 1e-3) == []          # both fail: a capacity or budget limit
+  assert module.split_seeds(rows, "gla", 64, 1e-3) == []           # the pilot point alone (one seed)
+  assert module.split_seeds(rows, "gla", 32, 1e-3, seeds=(1,)) == []
+  got = module.get_followup_sweep(rows, "stage=seedcheck,arms=gla,seeds=0+1")
+  grid = [module._point("gla", w, 1e-3, s) for s in (0, 1) for w in (32, 64, 128)]
+  assert got == grid + [module._point("gla", 32, lr, 1) for lr in (3e-3, 1e-2)]
+  assert module.chosen(rows + [main(32, 1, 0.9) | {"_overrides": got[-1]}]) == module.chosen(rows)  # not in plots
+
+
 def test_lm_study_rows_by_evaluation_length():
   """by_length: one row per evaluation length, the training length's bits/byte from eval.json."""
   module = sweep.load_study(_path("lm"))

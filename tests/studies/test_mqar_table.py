@@ -1,6 +1,7 @@
 """experiments/mqar/table.py on a sweep directory the test writes: which points it reads (the pilot, then the
 grid at each arm's chosen rate, as the sweep chooses them), the per-seed cells, mean ± std, seeds reaching
-0.9, the first step there, unfinished cells as '…', and the CSV beside --out."""
+0.9, the first step there, unfinished cells as '…', the learning-rate and seed checks, and the CSV beside
+--out."""
 import csv
 import importlib.util
 import json
@@ -63,6 +64,10 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
 
   check = table.lrcheck_table(rows).splitlines()
   assert check[2:] == ["| gla | 0.001 | 0.100 | 0.950 ↑ | … |"]   # 3e-3 still rising over its last 500 steps
+
+  assert table.seedcheck_table(rows).count("\n") == 2   # no cell has split seeds yet: the header only
+  split = rows + [{"_overrides": pt("gla", 32, 1e-3, 1), "status": "ok", "accuracy": 0.95, "_metrics": []}]
+  assert table.seedcheck_table(split).splitlines()[2:] == ["| gla | 32 | 0.001 | 1: 0.950 | 0 | 0.100 | 0.950 ↑ | … |"]
 
   out = tmp_path / "study.md"
   table.FLAGS(["table", f"--workdir={wd}", f"--out={out}"])
