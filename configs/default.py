@@ -159,6 +159,11 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.train.b2 = 0.98
   # Global gradient-norm clipping.
   c.train.grad_clip = 1.0
+  # The head (logits) only at each row's first N positions of nonzero weight; 0 = at every position. The loss
+  # and gradients are the same when no row has more than N weighted positions (checked on every batch: an
+  # error otherwise); for a task with its loss on a few positions (mqar: num_kv_pairs answers) the head then
+  # costs N/T of its full cost.
+  c.train.loss_positions = 0
   # Learning-rate multiplier for the SSM's A and log dt (S4 practice).
   c.train.ssm_lr_multiplier = 0.1
   # Log train metrics every N steps.

@@ -11,6 +11,7 @@ _RANGES = {
     "eval.max_batches": (0, None, ">= 0 (0: the whole split)"),
     "train.warmup_steps": (0, None, ">= 0"),
     "train.keep_checkpoints": (0, None, ">= 0 (0: keep all)"),
+    "train.loss_positions": (0, None, ">= 0 (0: logits at every position)"),
     "train.end_lr_fraction": (0.0, 1.0, "in [0, 1]"),
     "train.b1": (0.0, 1.0, "in [0, 1)"),
     "train.b2": (0.0, 1.0, "in [0, 1)"),

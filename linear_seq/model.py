@@ -231,7 +231,9 @@ class LM(nnx.Module):
     """Floats per sequence held by the decode state after seq_len tokens, summed over layers."""
     return sum(block.state_size(seq_len) for block in self.blocks)
 
-  def __call__(self, tokens, *, segment_ids=None, state=None):
+  def __call__(self, tokens, *, segment_ids=None, state=None, positions=None):
+    """tokens [B, T] -> (logits [B, T, V] float32, the new state). positions [B, K] int: the head runs only at
+    these positions of each row (logits [B, K, V]), e.g. a task's few answer positions (steps.weighted_positions)."""
     if state is not None and len(state) != len(self.blocks):
       raise ValueError(f"state has {len(state)} layers, the model {len(self.blocks)}")
     tokens = jnp.asarray(tokens, jnp.int32)
@@ -247,6 +249,8 @@ class LM(nnx.Module):
     if self.pos_embed is not None:
       new_state[0]["pos"] = pos_BT[:, -1] + 1
     h = self.final_norm(x).astype(jnp.float32)
+    if positions is not None:
+      h = jnp.take_along_axis(h, jnp.asarray(positions, jnp.int32)[..., None], axis=1)
     if self.head is None:
       logits = h @ self.embed.embedding[...].astype(jnp.float32).T
     else:

@@ -15,6 +15,7 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
 
 from linear_seq import checks
@@ -56,12 +57,14 @@ def setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sharding
   abstract = jax.eval_shape(_init_fn(cfg, config.seed, tx))
   shardings = sharding.state_shardings(abstract, mesh, bool(config.train.fsdp))
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-  train = jax.jit(functools.partial(train_step, graphdef=graphdef, tx=tx), donate_argnames=("state",),
+  n = int(config.train.get("loss_positions", 0))
+  train_fn = functools.partial(train_step, graphdef=graphdef, tx=tx, loss_positions=n)
+  eval_fn = functools.partial(eval_step, graphdef=graphdef, loss_positions=n)
+  train = jax.jit(train_fn, donate_argnames=("state",),
                   out_shardings=(shardings, {"loss": replicated, "grad_norm": replicated}))
-  evaluate = jax.jit(functools.partial(eval_step, graphdef=graphdef))
+  evaluate = jax.jit(eval_fn)
   if config.train.get("debug_checks", False):  # the ops' value checks inside the steps (checkify)
-    train = checks.checked(functools.partial(train_step, graphdef=graphdef, tx=tx))
-    evaluate = checks.checked(functools.partial(eval_step, graphdef=graphdef))
+    train, evaluate = checks.checked(train_fn), checks.checked(eval_fn)
   return Static(graphdef, tx, mesh, bool(config.train.fsdp), train, evaluate), abstract, shardings
 
 
@@ -75,43 +78,72 @@ def merge(static: Static, state: State) -> "model_lib.LM":
   return nnx.merge(static.graphdef, state["params"], state["rest"])
 
 
-def loss_terms(logits_BTV: jax.Array, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+def loss_terms(logits_BTV: jax.Array, batch: dict[str, jax.Array], positions_BK=None) -> dict[str, jax.Array]:
   """Weighted next-token cross entropy: sums over the batch (float32) of nll·w, w, [argmax = target]·w,
   the bytes predicted (for bits per byte: batch['target_bytes'] when given, the bytes of text each target
-  stands for, see data/text.py; else the weights), and per position [T] sums of nll·w and w."""
+  stands for, see data/text.py; else the weights), and per position [T] sums of nll·w and w.
+  positions_BK: the logits are [B, K, V] at these positions only (weighted_positions); the targets and weights
+  are read there and the per-position sums scattered back to [T]."""
   logits_BTV = logits_BTV.astype(jnp.float32)
   targets_BT, w_BT = batch["targets"], batch["weights"].astype(jnp.float32)
+  if positions_BK is not None:
+    targets_BT, w_BT = (jnp.take_along_axis(a, positions_BK, axis=1) for a in (targets_BT, w_BT))
   logz_BT = jax.nn.logsumexp(logits_BTV, axis=-1)
   nll_BT = logz_BT - jnp.take_along_axis(logits_BTV, targets_BT[..., None], axis=-1)[..., 0]
   correct_BT = (jnp.argmax(logits_BTV, axis=-1) == targets_BT).astype(jnp.float32)
+  if positions_BK is None:
+    per_position = lambda v_BT: jnp.sum(v_BT, axis=0)  # noqa: E731
+  else:
+    T = batch["targets"].shape[1]
+    per_position = lambda v_BK: jnp.zeros((T,), jnp.float32).at[positions_BK.reshape(-1)].add(v_BK.reshape(-1))  # noqa: E731
   return {"nll": jnp.sum(nll_BT * w_BT), "weight": jnp.sum(w_BT), "correct": jnp.sum(correct_BT * w_BT),
           "byte_weight": jnp.sum(batch["target_bytes"]) if "target_bytes" in batch else jnp.sum(w_BT),
-          "position_nll": jnp.sum(nll_BT * w_BT, axis=0), "position_weight": jnp.sum(w_BT, axis=0)}
+          "position_nll": per_position(nll_BT * w_BT), "position_weight": per_position(w_BT)}
 
 
-def _forward(graphdef, params, rest, batch):
+def weighted_positions(weights_BT: jax.Array, n: int) -> jax.Array:
+  """[B, n] int32: each row's positions of nonzero weight in order, then (to fill n) positions of zero weight.
+  With train.loss_positions = n the head runs only there; exact when no row has more than n weighted
+  positions (check_loss_positions)."""
+  return jnp.argsort(weights_BT == 0, axis=1, stable=True)[:, :n].astype(jnp.int32)
+
+
+def check_loss_positions(weights_BT, n: int) -> None:
+  """Raises ValueError if a row of this (host) batch has more than n > 0 positions of nonzero weight."""
+  if n:
+    most = int(np.max(np.count_nonzero(np.asarray(weights_BT), axis=1), initial=0))
+    if most > n:
+      raise ValueError(f"train.loss_positions={n}, but a row of the batch has {most} positions of nonzero weight; "
+                       f"set it to at least {most}, or 0 for logits at every position")
+
+
+def _forward(graphdef, params, rest, batch, loss_positions: int = 0):
   lm = nnx.merge(graphdef, params, rest)
-  logits, _ = lm(batch["inputs"], segment_ids=batch.get("segment_ids"))
-  return loss_terms(logits, batch)
+  positions = weighted_positions(batch["weights"], loss_positions) if loss_positions else None
+  logits, _ = lm(batch["inputs"], segment_ids=batch.get("segment_ids"), positions=positions)
+  return loss_terms(logits, batch, positions)
 
 
-def _loss(params, rest, batch, graphdef):
-  terms = _forward(graphdef, params, rest, batch)
+def _loss(params, rest, batch, graphdef, loss_positions: int = 0):
+  terms = _forward(graphdef, params, rest, batch, loss_positions)
   return terms["nll"] / jnp.maximum(terms["weight"], 1.0), terms
 
 
-def train_step(state: State, batch: dict[str, jax.Array], *, graphdef, tx: optax.GradientTransformation):
-  """One AdamW step on the weighted mean loss over the global batch -> (new state, {loss, grad_norm})."""
-  (loss, _), grads = jax.value_and_grad(_loss, has_aux=True)(state["params"], state["rest"], batch, graphdef)
+def train_step(state: State, batch: dict[str, jax.Array], *, graphdef, tx: optax.GradientTransformation,
+               loss_positions: int = 0):
+  """One AdamW step on the weighted mean loss over the global batch -> (new state, {loss, grad_norm}).
+  loss_positions > 0: the head only at each row's weighted positions (weighted_positions; the same loss)."""
+  (loss, _), grads = jax.value_and_grad(_loss, has_aux=True)(state["params"], state["rest"], batch, graphdef,
+                                                             loss_positions)
   updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
   new = {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
          "rest": state["rest"], "opt_state": opt_state}
   return new, {"loss": loss, "grad_norm": optax.tree.norm(grads)}
 
 
-def eval_step(params, rest, batch: dict[str, jax.Array], *, graphdef) -> dict[str, jax.Array]:
+def eval_step(params, rest, batch: dict[str, jax.Array], *, graphdef, loss_positions: int = 0) -> dict[str, jax.Array]:
   """Sums of the loss terms over one batch (see loss_terms)."""
-  return _forward(graphdef, params, rest, batch)
+  return _forward(graphdef, params, rest, batch, loss_positions)
 
 
 def num_params(state: State) -> int:

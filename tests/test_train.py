@@ -107,8 +107,8 @@ def test_nan_gradient_with_finite_loss_stops_before_saving(tmp_path, monkeypatch
   """A term worth 0 whose gradient is NaN (0 * sqrt'(0)), injected through the loss: the loss stays finite, the
   gradient norm is NaN from step 1 on, so the run stops there and no checkpoint holds the poisoned params."""
   real = steps.loss_terms
-  def poisoned(logits, batch):
-    terms = real(logits, batch)
+  def poisoned(logits, batch, positions=None):
+    terms = real(logits, batch, positions)
     nll = terms["nll"]
     return {**terms, "nll": nll + 0.0 * jnp.sqrt(nll - jax.lax.stop_gradient(nll))}
   monkeypatch.setattr(steps, "loss_terms", poisoned)
