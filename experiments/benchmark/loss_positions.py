@@ -10,21 +10,13 @@ rounds, each a median of 3 calls per variant (the machine may be shared); the me
 import functools
 import statistics
 import sys
-import time
 
 import jax
 import numpy as np
 
+from timing import median_ms  # experiments/benchmark/timing.py
+
 from linear_seq import config_lib, data, sharding, steps
-
-
-def median_ms(f, *args, n: int = 3) -> float:
-  times = []
-  for _ in range(n):
-    t = time.perf_counter()
-    jax.block_until_ready(f(*args))
-    times.append(time.perf_counter() - t)
-  return 1e3 * statistics.median(times)
 
 
 def main():
@@ -52,7 +44,7 @@ def main():
       runs[(mixer, n)] = (f, state, [], loss)
   for _ in range(5):
     for f, state, times, _ in runs.values():
-      times.append(median_ms(f, state))
+      times.append(median_ms(f, state, n=3, warmup=False))
   for mixer in mixers:
     full = statistics.median(runs[(mixer, 0)][2])
     for n in (0, 4):

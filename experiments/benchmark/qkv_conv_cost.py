@@ -12,25 +12,17 @@ machine is shared); the median of the rounds.
 import functools
 import statistics
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from timing import median_ms  # experiments/benchmark/timing.py
+
 from linear_seq import config_lib, steps
 from linear_seq.mixers import qkv_conv, short_conv
 
 SLICES, PROJECT = short_conv.ShortConv.__call__, qkv_conv.project
-
-
-def median_ms(f, *args, n: int = 3) -> float:
-  times = []
-  for _ in range(n):
-    t = time.perf_counter()
-    jax.block_until_ready(f(*args))
-    times.append(time.perf_counter() - t)
-  return 1e3 * statistics.median(times)
 
 
 def conv_window(self, x_BTD, *, state=None, segment_ids=None):
@@ -93,7 +85,7 @@ def main():
   short_conv.ShortConv.__call__, qkv_conv.project = SLICES, PROJECT
   for _ in range(5):
     for f, state, times in runs.values():
-      times.append(median_ms(f, state))
+      times.append(median_ms(f, state, n=3, warmup=False))
   base = statistics.median(runs["no conv"][2])
   for name, (_, _, times) in runs.items():
     m = statistics.median(times)

@@ -8,27 +8,17 @@ whole train step of configs/default.py with mixer=s4 on packed rows: model.mode 
 against 'scan'. Median of 5 calls after a warm-up call, in one process.
 """
 import functools
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from timing import median_ms  # experiments/benchmark/timing.py
+
 from linear_seq import config_lib, ops, steps
 from linear_seq.mixers import segments
 from linear_seq.mixers.s4 import S4D
-
-
-def median_ms(f, *args, n: int = 5) -> float:
-  jax.block_until_ready(f(*args))
-  times = []
-  for _ in range(n):
-    t = time.perf_counter()
-    jax.block_until_ready(f(*args))
-    times.append(time.perf_counter() - t)
-  return 1e3 * statistics.median(times)
 
 
 def main():
