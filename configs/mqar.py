@@ -11,7 +11,7 @@ setup=2026-12 (issue 11's ablation, experiments/mqar/README.md): the short conv 
 their projections (fla's layers), learned absolute input positions (64) for every mixer and no RoPE, LayerNorm,
 GPT-2 init, an untied output head, no swish output gate, lr 1e-3 with 50 warmup steps and weight decay 0.01;
 since 2026-12-02 the head runs only at the num_kv_pairs answer positions (train.loss_positions: the same loss
-and gradients, 1.6x faster steps; with another data.num_kv_pairs set train.loss_positions to it as well, or
+and gradients, 1.2-1.7x faster train steps; with another data.num_kv_pairs set train.loss_positions to it as well, or
 the trainer stops with an error saying so).
 setup=2026-11: one conv on the block input, no input positions (softmax: RoPE), RMSNorm, LeCun init, tied head,
 swish output gates, lr 1e-2, 100 warmup steps, weight decay 0.1.
