@@ -59,16 +59,18 @@ def _fmt(v, digits=3):
   return "…" if v is None else f"{v:.{digits}f}"
 
 
+def _cell(row, missing: str = "…") -> str:
+  """A point's final accuracy, ↑ when still rising; `missing` when it has not run."""
+  return missing if row is None else _fmt(float(row["accuracy"])) + (" ↑" if study.still_rising(row) else "")
+
+
 def pilot_table(rows) -> str:
   lrs = sorted(set(study.PILOT_LRS) | {study.EXTRA_LR})
   lines = ["| arm | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen |",
            "|---|" + "---|" * (len(lrs) + 1)]
   for arm in study.ARMS:
     pilot = study._pilot_rows(rows, arm)  # pylint: disable=protected-access
-    cells = []
-    for lr in lrs:
-      r = pilot.get(lr)
-      cells.append("" if r is None else _fmt(float(r["accuracy"])) + (" ↑" if study.still_rising(r) else ""))
+    cells = [_cell(pilot.get(lr), missing="") for lr in lrs]
     lr, _ = study.best_lr(rows, arm)
     lines.append(f"| {arm} | " + " | ".join(cells) + f" | {'…' if lr is None else f'{lr:g}'} |")
   return "\n".join(lines) + "\n"
@@ -117,10 +119,7 @@ def lrcheck_table(rows) -> str:
     lr, _ = study.best_lr(rows, arm)
     if lr is None or not study.collapses_small(rows, arm, lr):
       continue
-    cells = []
-    for x in lrs:
-      r = study._main_row(rows, arm, study.CHECK_WIDTH, x)  # pylint: disable=protected-access
-      cells.append("…" if r is None else _fmt(float(r["accuracy"])) + (" ↑" if study.still_rising(r) else ""))
+    cells = [_cell(study._main_row(rows, arm, study.CHECK_WIDTH, x)) for x in lrs]  # pylint: disable=protected-access
     lines.append(f"| {arm} | {lr:g} | " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 
@@ -140,10 +139,7 @@ def seedcheck_table(rows) -> str:
       for seed in failing:
         others = [(s, r) for s in study.SEEDS if s != seed and (r := study._main_row(rows, arm, w, lr, s))]  # pylint: disable=protected-access
         other = ", ".join(f"{s}: {_fmt(float(r['accuracy']))}" for s, r in others)
-        cells = []
-        for x in lrs:
-          r = study._main_row(rows, arm, w, x, seed)  # pylint: disable=protected-access
-          cells.append("…" if r is None else _fmt(float(r["accuracy"])) + (" ↑" if study.still_rising(r) else ""))
+        cells = [_cell(study._main_row(rows, arm, w, x, seed)) for x in lrs]  # pylint: disable=protected-access
         lines.append(f"| {arm} | {w} | {lr:g} | {other} | {seed} | " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 
