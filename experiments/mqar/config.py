@@ -26,9 +26,11 @@ Stages:
          runs width 32, seed 0 at the other rates of {1e-3, 3e-3, 1e-2}. Not part of the grid's tables or
          plots (they keep the pilot's rate); table.py lists them apart.
   seedcheck: is a cell whose seeds split (one >= 0.9, another below 0.5 at the arm's pilot rate:
-         `split_seeds`) a rate on the edge? The failing seed reruns that width at the other rates of
-         {1e-3, 3e-3, 1e-2}. It reads the main grid's points of the stage's seeds (run it with the seeds that
-         have finished, e.g. seeds=0+1, or it runs the others first); like lrcheck, apart from the grid.
+         `split_seeds`) a rate on the edge, or a seed that is slow to leave the plateau? The failing seed
+         reruns that width at the other rates of {1e-3, 3e-3, 1e-2}, and at the chosen rate for
+         SEEDCHECK_STEPS = 3,000 steps (twice the grid's budget; its cosine schedule stretched to match). It
+         reads the main grid's points of the stage's seeds (run it with the seeds that have finished, e.g.
+         seeds=0+1, or it runs the others first); like lrcheck, apart from the grid's tables and plots.
 Options: stage=pilot|main|hard|lrcheck|seedcheck, arms=softmax+gla (a subset), seeds=0 or seeds=1+2 (a subset of the stage's
 seeds, so one command fits a sitting: the points of the other seeds are left for a later command), widths=64 or
 widths=64+128 (a subset of the stage's widths, the same way), tiny=True.
@@ -66,6 +68,7 @@ HARD_SEEDS = (0, 1)
 HARD_STEPS = 1500
 CHECK_WIDTH = 32
 CHECK_LRS = PILOT_LRS + (EXTRA_LR,)
+SEEDCHECK_STEPS = 3000
 TINY_ARMS = ("softmax", "gla")
 
 
@@ -204,8 +207,10 @@ def get_followup_sweep(rows, arg: str = ""):
              for lr in CHECK_LRS if lr != lrs[a]]
   elif opts["stage"] == "seedcheck":   # the stage's main points (finished ones are skipped), then the checks
     grid = [_point(a, w, lrs[a], s) for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]
-    grid += [_point(a, w, lr, s) for a in opts["arms"] if a in lrs for w in opts["widths"]
-             for s in split_seeds(rows, a, w, lrs[a], opts["seeds"]) for lr in CHECK_LRS if lr != lrs[a]]
+    for a, w in [(a, w) for a in opts["arms"] if a in lrs for w in opts["widths"]]:
+      for s in split_seeds(rows, a, w, lrs[a], opts["seeds"]):
+        grid += [_point(a, w, lr, s) for lr in CHECK_LRS if lr != lrs[a]]
+        grid.append(_point(a, w, lrs[a], s, **{"train.num_steps": SEEDCHECK_STEPS}))
   else:
     grid = [_point(a, w, lrs[a], s, **HARD, **{"train.num_steps": HARD_STEPS})
             for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]
@@ -226,7 +231,8 @@ def chosen(rows) -> list[dict]:
 
 def get_plots(arg: str = ""):
   opts = _opts(arg)
-  main = {"data.seq_len": 16 if opts.get("tiny") else 64}
+  # The grid's own budget: seedcheck's longer points at the chosen rate stay out.
+  main = {"data.seq_len": 16 if opts.get("tiny") else 64, "train.num_steps": get_config(arg).train.num_steps}
   common = {"y": "accuracy", "group": arm_of, "select": chosen, "logx": 2}
   return [
       {"kind": "xy", "x": "state_size", "where": main, "file": "accuracy_vs_state_size.png",

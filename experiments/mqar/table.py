@@ -80,6 +80,7 @@ def grid(rows, hard: bool):
   """[(arm, width, lr, state_size, finished rows sorted by seed, seeds planned)] at each arm's chosen lr."""
   seeds = study.HARD_SEEDS if hard else study.SEEDS
   widths = study.HARD_WIDTHS if hard else study.WIDTHS
+  steps = study.HARD_STEPS if hard else study.get_config("").train.num_steps   # seedcheck's longer runs stay out
   out = []
   for arm in study.ARMS:
     lr, _ = study.best_lr(rows, arm)
@@ -88,7 +89,8 @@ def grid(rows, hard: bool):
     for w in widths:
       cell = [r for r in rows if study.arm_of(r) == arm and r["_overrides"].get("model.d_model") == w
               and r["_overrides"].get("train.learning_rate") == lr
-              and (r["_overrides"].get("data.seq_len") == 128) == hard and r.get("status") == "ok"]
+              and (r["_overrides"].get("data.seq_len") == 128) == hard and r.get("status") == "ok"
+              and r["_config"].get("train.num_steps") == steps]
       cell.sort(key=lambda r: r["_overrides"]["seed"])
       size = next((r.get("state_size") for r in cell if r.get("state_size") is not None), None)
       out.append((arm, w, lr, size, cell, len(seeds)))
@@ -125,11 +127,11 @@ def lrcheck_table(rows) -> str:
 
 
 def seedcheck_table(rows) -> str:
-  """Each main-grid cell whose seeds split (config.split_seeds): the failing seed at every rate of CHECK_LRS,
-  beside the cell's other seeds at the chosen rate."""
+  """Each main-grid cell whose seeds split (config.split_seeds): the failing seed at every rate of CHECK_LRS and
+  at the chosen rate for SEEDCHECK_STEPS, beside the cell's other seeds at the chosen rate."""
   lrs = study.CHECK_LRS
-  lines = ["| arm | width | chosen lr | other seeds at it | seed | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |",
-           "|---|---|---|---|---|" + "---|" * len(lrs)]
+  lines = ["| arm | width | chosen lr | other seeds at it | seed | " + " | ".join(f"lr {lr:g}" for lr in lrs) +
+           f" | chosen lr, {study.SEEDCHECK_STEPS:,} steps |", "|---|---|---|---|---|" + "---|" * (len(lrs) + 1)]
   for arm in study.ARMS:
     lr, _ = study.best_lr(rows, arm)
     if lr is None:
@@ -140,6 +142,8 @@ def seedcheck_table(rows) -> str:
         others = [(s, r) for s in study.SEEDS if s != seed and (r := study._main_row(rows, arm, w, lr, s))]  # pylint: disable=protected-access
         other = ", ".join(f"{s}: {_fmt(float(r['accuracy']))}" for s, r in others)
         cells = [_cell(study._main_row(rows, arm, w, x, seed)) for x in lrs]  # pylint: disable=protected-access
+        want = study._point(arm, w, lr, seed, **{"train.num_steps": study.SEEDCHECK_STEPS})  # pylint: disable=protected-access
+        cells.append(_cell(next((r for r in rows if r.get("status") == "ok" and r["_overrides"] == want), None)))
         lines.append(f"| {arm} | {w} | {lr:g} | {other} | {seed} | " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 
@@ -152,8 +156,8 @@ def main(argv):
           f"\n### Hard point (T=128, 8 kv pairs, {study.HARD_STEPS:,} steps)\n\n" + grid_table(grid(rows, hard=True)) +
           f"\n### Learning-rate check at width {study.CHECK_WIDTH} (seed 0; arms below 0.5 there and ≥ 0.9 at "
           f"width 64; ↑ = still rising)\n\n" + lrcheck_table(rows) +
-          "\n### Seed check (a cell with one seed ≥ 0.9 and another below 0.5: the failing seed at each rate; "
-          "↑ = still rising)\n\n" + seedcheck_table(rows))
+          "\n### Seed check (a cell with one seed ≥ 0.9 and another below 0.5: the failing seed at each rate, and "
+          f"at the chosen rate for {study.SEEDCHECK_STEPS:,} steps; ↑ = still rising)\n\n" + seedcheck_table(rows))
   print(text)
   if FLAGS.out:
     with open(FLAGS.out, "w") as f:

@@ -198,7 +198,8 @@ def test_mqar_lrcheck_reruns_a_width_32_collapse_at_the_other_rates():
 
 def test_mqar_seedcheck_reruns_the_failing_seed_of_a_split_cell_at_the_other_rates():
   """seedcheck: a cell with one seed >= 0.9 and another below 0.5 (at the arm's pilot rate) reruns the failing
-  seed at the other two rates; a cell whose seeds agree, or that has one seed, gets no check."""
+  seed at the other two rates and at its rate for twice the steps; a cell whose seeds agree, or that has one
+  seed, gets no check; none of the checks reaches the grid's plots."""
   module = sweep.load_study(_path("mqar"))
   pilot = [_pilot_row(module, "gla", 1e-3, [0.9] * 6), _pilot_row(module, "gla", 3e-3, [0.5] * 6)]
 
@@ -212,8 +213,13 @@ def test_mqar_seedcheck_reruns_the_failing_seed_of_a_split_cell_at_the_other_rat
   assert module.split_seeds(rows, "gla", 32, 1e-3, seeds=(1,)) == []
   got = module.get_followup_sweep(rows, "stage=seedcheck,arms=gla,seeds=0+1")
   grid = [module._point("gla", w, 1e-3, s) for s in (0, 1) for w in (32, 64, 128)]
-  assert got == grid + [module._point("gla", 32, lr, 1) for lr in (3e-3, 1e-2)]
-  assert module.chosen(rows + [main(32, 1, 0.9) | {"_overrides": got[-1]}]) == module.chosen(rows)  # not in plots
+  longer = module._point("gla", 32, 1e-3, 1, **{"train.num_steps": 3000})
+  assert got == grid + [module._point("gla", 32, lr, 1) for lr in (3e-3, 1e-2)] + [longer]
+  assert module.chosen(rows + [main(32, 1, 0.9) | {"_overrides": got[-2]}]) == module.chosen(rows)  # off-rate
+  for spec in module.get_plots("")[:2]:   # the longer run is at the chosen rate: the plots' budget keeps it out
+    grid_rows = [r | {"_config": {"data.seq_len": 64, "train.num_steps": 1500}} for r in rows]
+    long_row = main(32, 1, 0.99) | {"_overrides": longer, "_config": {"data.seq_len": 64, "train.num_steps": 3000}}
+    assert plots._select(grid_rows + [long_row], spec["where"]) == grid_rows  # pylint: disable=protected-access
 
 
 def test_lm_study_rows_by_evaluation_length():

@@ -23,17 +23,17 @@ def table():
   return module
 
 
-def _write_point(workdir, overrides, curve, *, state_size=1000, seq_len=64):
-  """A finished point: eval.json at step 1500, eval accuracy every 250 steps, the resolved config."""
+def _write_point(workdir, overrides, curve, *, state_size=1000, seq_len=64, steps=1500):
+  """A finished point: eval.json at its last step, eval accuracy every 250 steps, the resolved config."""
   sub = os.path.join(workdir, sweep.point_name(overrides))
   os.makedirs(sub)
   with open(os.path.join(sub, "eval.json"), "w") as f:
-    json.dump({"step": 1500, "accuracy": curve[-1], "state_size": state_size}, f)
+    json.dump({"step": steps, "accuracy": curve[-1], "state_size": state_size}, f)
   with open(os.path.join(sub, "metrics.jsonl"), "w") as f:
     for i, a in enumerate(curve):
       f.write(json.dumps({"step": 250 * (i + 1), "eval_accuracy": a}) + "\n")
   with open(os.path.join(sub, "config.json"), "w") as f:
-    json.dump({"data": {"seq_len": seq_len, "num_kv_pairs": 4}, "train": {"num_steps": 1500}}, f)
+    json.dump({"data": {"seq_len": seq_len, "num_kv_pairs": 4}, "train": {"num_steps": steps}}, f)
 
 
 def test_tables_from_a_sweep_directory(table, tmp_path):
@@ -66,8 +66,15 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   assert check[2:] == ["| gla | 0.001 | 0.100 | 0.950 ↑ | … |"]   # 3e-3 still rising over its last 500 steps
 
   assert table.seedcheck_table(rows).count("\n") == 2   # no cell has split seeds yet: the header only
-  split = rows + [{"_overrides": pt("gla", 32, 1e-3, 1), "status": "ok", "accuracy": 0.95, "_metrics": []}]
-  assert table.seedcheck_table(split).splitlines()[2:] == ["| gla | 32 | 0.001 | 1: 0.950 | 0 | 0.100 | 0.950 ↑ | … |"]
+  split = rows + [{"_overrides": pt("gla", 32, 1e-3, 1), "status": "ok", "accuracy": 0.95, "_metrics": [],
+                   "_config": {"data.seq_len": 64, "train.num_steps": 1500}}]
+  assert table.seedcheck_table(split).splitlines()[2:] == [
+      "| gla | 32 | 0.001 | 1: 0.950 | 0 | 0.100 | 0.950 ↑ | … | … |"]
+  longer = {"_overrides": pt("gla", 32, 1e-3, 0, **{"train.num_steps": 3000}), "status": "ok", "accuracy": 0.99,
+            "_metrics": [], "_config": {"data.seq_len": 64, "train.num_steps": 3000}}
+  assert table.seedcheck_table(split + [longer]).splitlines()[2:] == [
+      "| gla | 32 | 0.001 | 1: 0.950 | 0 | 0.100 | 0.950 ↑ | … | 0.990 |"]
+  assert table.grid(split + [longer], hard=False) == table.grid(split, hard=False)   # not a grid seed
 
   out = tmp_path / "study.md"
   table.FLAGS(["table", f"--workdir={wd}", f"--out={out}"])
