@@ -108,7 +108,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   """arg: 'mixer=NAME' (every layer's mixer), 'tiny=True' (a seconds-long smoke test)."""
   opts = config_lib.parse_options(arg, OPTIONS)
   c = ml_collections.ConfigDict()
-  # Random seed for parameters and data order.
+  # Random seed of the parameters (and of random-feature redraws); the data follow data.shuffle_seed.
   c.seed = 0
   # Comma-separated modules (or .py files) imported first: plug-in mixers, datasets, tokenizers (examples/).
   c.imports = ""
