@@ -167,8 +167,8 @@ def best_lr(rows, arm: str) -> tuple[float | None, list[dict]]:
   return best, []
 
 
-def _main_row(rows, arm: str, width: int, lr: float, seed: int = 0):
-  want = _point(arm, width, lr, seed)
+def _main_row(rows, arm: str, width: int, lr: float, seed: int = 0, **more):
+  want = _point(arm, width, lr, seed, **more)
   return next((r for r in rows if r.get("status") == "ok" and r.get("_overrides") == want), None)
 
 
