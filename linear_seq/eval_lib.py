@@ -16,6 +16,7 @@ import numpy as np
 from linear_seq import data
 from linear_seq import sharding
 from linear_seq import steps
+from linear_seq import validation
 
 
 def eval_seq_len(config: ml_collections.ConfigDict) -> int:
@@ -49,7 +50,7 @@ def run_eval(state: steps.State, static: steps.Static, config: ml_collections.Co
   for local in make_eval_iterator(config, split):
     if max_batches and batches >= max_batches:
       break
-    steps.check_loss_positions(local["weights"], int(config.train.get("loss_positions", 0)))
+    validation.check_loss_positions(local, config)
     batch = sharding.global_batch(local, static.mesh)
     sums = static.eval_step(state["params"], state["rest"], batch)
     acc = (sums, jax.tree.map(jnp.zeros_like, sums)) if acc is None else _accumulate(acc, sums)

@@ -72,14 +72,6 @@ def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> No
     logging.warning("resuming %s with changed config fields: %s", workdir, ", ".join(changed))
 
 
-def _check_loss_positions(local: dict, config: ml_collections.ConfigDict) -> None:
-  """train.loss_positions must cover every row's weighted positions (else the loss would drop some)."""
-  try:
-    steps.check_loss_positions(local["weights"], int(config.train.get("loss_positions", 0)))
-  except ValueError as e:
-    raise validation.ConfigError(str(e)) from e
-
-
 def _get(config, dotted: str):
   for k in dotted.split("."):
     config = config.get(k) if hasattr(config, "get") else None
@@ -162,7 +154,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
     for step in range(start + 1, num_steps + 1):
       state = _maybe_redraw(state, static, shardings, config, step)
       local = next(train_it)
-      _check_loss_positions(local, config)
+      validation.check_loss_positions(local, config)
       batch = sharding.global_batch(local, mesh)
       profiler.before(step)
       with jax.set_mesh(mesh):   # the mixers' op calls find the seq axis here (mixers/seq_shard.py)

@@ -43,3 +43,12 @@ def check_config(config: ml_collections.ConfigDict):
                                        config.train.checkpoint_every) <= 0:
     raise ConfigError("train.num_steps must be >= 0 and train.log_every, eval_every, checkpoint_every > 0")
   return info
+
+
+def check_loss_positions(local: dict, config: ml_collections.ConfigDict) -> None:
+  """train.loss_positions must cover every row's weighted positions in this host batch, else the loss would
+  drop some: a ConfigError saying the value needed (train and evaluate check each batch)."""
+  try:
+    steps.check_loss_positions(local["weights"], int(config.train.get("loss_positions", 0)))
+  except ValueError as e:
+    raise ConfigError(str(e)) from e

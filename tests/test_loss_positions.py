@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from linear_seq import config_lib
+from linear_seq import eval_lib
 from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import train
@@ -66,5 +67,11 @@ def test_a_row_with_more_weighted_positions_is_refused(tmp_path):
   config = _config(**{"train.loss_positions": 1, "train.num_steps": 2})
   with pytest.raises(validation.ConfigError, match="set it to at least 2"):
     train.train_and_evaluate(config, str(tmp_path / "run"))
+  # evaluation checks each batch the same way: a config error too, which evaluate reports in one line
+  info = validation.check_config(config)
+  static, _, shardings = steps.setup(config, info.vocab_size, sharding.make_mesh())
+  state = steps.init_state(config, info.vocab_size, static, shardings)
+  with pytest.raises(validation.ConfigError, match="set it to at least 2"):
+    eval_lib.run_eval(state, static, config, info)
   with pytest.raises(validation.ConfigError, match=r"train.loss_positions must be >= 0"):
     validation.check_config(_config(**{"train.loss_positions": -1}))
