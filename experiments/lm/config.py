@@ -1,8 +1,10 @@
 """Study 4: language modelling on Shakespeare — every mixer at (nearly) equal parameter count, same tokens,
 each at its own learning rate, 3 seeds, evaluated at its training length and beyond.
 
-  python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=pilot --workdir=runs/lm --parallel=2
-  python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=main --workdir=runs/lm --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=pilot --workdir=runs/lm \
+      --archive=experiments/lm/points --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=main --workdir=runs/lm \
+      --archive=experiments/lm/points --parallel=2
 Stages: pilot = seed 0 of every arm at each of PILOT_LRS (27 points), plus one rate further out for an arm whose
 best is at an edge (EDGE_LRS: 3e-4 below 1e-3, 3e-2 above 1e-2); main = the pilot, then seeds 1.. at each
 arm's chosen rate (lowest seed-0 validation bits/byte; seed 0's main point is its pilot point). Smoke test:

@@ -1,9 +1,13 @@
 """Study 1: Zoology's accuracy vs state size (Fig. 2) on a CPU — MQAR with every mixer, widths and seeds.
 
-Three commands, one workdir (each later stage reuses the earlier stages' finished points; all resume):
-  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=pilot --workdir=runs/mqar --parallel=2
-  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=main --workdir=runs/mqar --parallel=2
-  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=hard --workdir=runs/mqar --parallel=2
+Three commands, one workdir (each later stage reuses the earlier stages' finished points; all resume; the
+finished points are kept in experiments/mqar/points/, committed, and restored from it on a fresh machine):
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=pilot --workdir=runs/mqar \
+      --archive=experiments/mqar/points --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=main --workdir=runs/mqar \
+      --archive=experiments/mqar/points --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=hard --workdir=runs/mqar \
+      --archive=experiments/mqar/points --parallel=2
 Smoke test (2 points, ~1 min): :tiny=True.
 
 Setup: configs/mqar.py's default (setup=2026-12, from experiments/mqar/ablation.py): vocab 1024, batch 64,
@@ -128,10 +132,11 @@ def _curve(row: dict) -> list[tuple[int, float]]:
 
 
 def still_rising(row: dict, window: int = 500, delta: float = 0.01) -> bool:
-  """Below 0.99 at the end and up by more than `delta` over the last `window` steps of its eval curve."""
+  """Below 0.99 at the end and up by more than `delta` over the last `window` steps of its eval curve. A row
+  without a curve (imported from the committed tables by import_rows.py) carries the tables' mark instead."""
   curve = _curve(row)
   if not curve:
-    return False
+    return bool(row.get("still_rising"))
   last_step, last = curve[-1]
   before = [a for s, a in curve if s <= last_step - window]
   return last < 0.99 and bool(before) and last - before[-1] > delta

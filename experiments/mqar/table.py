@@ -1,6 +1,7 @@
 """The MQAR study's tables from its sweep directory (experiments/mqar/config.py).
 
   python experiments/mqar/table.py --workdir=runs/mqar [--out=experiments/mqar/study.md]
+      [--archive=experiments/mqar/points]   # the default: the archived points are restored into --workdir first
 
 Pilot: every arm's seed-0 accuracy at width 64 per learning rate, and the rate chosen (config.best_lr).
 Main (64, 4) and hard (128, 8) points: per arm and width at the chosen rate, the recurrent state size
@@ -20,11 +21,14 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import config as study  # noqa: E402  (the study config beside this file)
 
+from linear_seq.studies import archive  # noqa: E402
 from linear_seq.studies import collect  # noqa: E402
 from linear_seq.studies import common  # noqa: E402
 from linear_seq.studies import sweep  # noqa: E402
 
 flags.DEFINE_string("workdir", "runs/mqar", "The study's sweep directory.")
+flags.DEFINE_string("archive", os.path.join(os.path.dirname(os.path.abspath(__file__)), "points"),
+                    "The study's archive (sweep --archive): its points are restored into --workdir first; '' = none.")
 flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
 FLAGS = flags.FLAGS
 THRESHOLD = 0.9
@@ -49,6 +53,10 @@ def load_rows(workdir: str) -> list[dict]:
 
 
 def first_step(row: dict, threshold: float = THRESHOLD):
+  """The first evaluated step at which the point reached `threshold` (a row imported without its curve by
+  import_rows.py carries the value its table had)."""
+  if not row["_metrics"] and f"first_step_{threshold}" in row:
+    return row[f"first_step_{threshold}"]
   for m in row["_metrics"]:
     if m.get("eval_accuracy") is not None and m["eval_accuracy"] >= threshold:
       return int(m["step"])
@@ -149,6 +157,8 @@ def seedcheck_table(rows) -> str:
 
 def main(argv):
   del argv
+  if FLAGS.archive:
+    archive.restore_all(FLAGS.archive, FLAGS.workdir)
   rows = load_rows(FLAGS.workdir)
   text = ("### Pilot (width 64, (64, 4), seed 0; ↑ = still rising)\n\n" + pilot_table(rows) +
           "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +

@@ -27,6 +27,9 @@ Optional hooks in the config file:
       (['-m', 'linear_seq.probe', '--workdir={workdir}'], 'probe.json'); scalars in output_file join the table
       and the point counts as finished only when every output_file exists.
 `--config.x=v` flags given to the sweep apply to every point (a point's own override of x wins).
+`--archive=DIR` (a committed folder, e.g. experiments/mqar/points) keeps each finished point's small result files
+as DIR/<point>.json and restores them into a fresh --workdir, so a study run over several sittings on different
+machines skips what is already done (linear_seq.studies.archive); commit DIR as points finish.
 With --parallel N, each point is pinned to one CPU core (XLA's CPU thread pool follows the process's
 affinity; XLA_FLAGS/OMP settings alone do not limit it in jax 0.10) so N single-threaded runs share the cores.
 """
@@ -53,6 +56,7 @@ import ml_collections
 
 from linear_seq import cli
 from linear_seq import config_lib
+from linear_seq.studies import archive
 from linear_seq.studies import collect
 from linear_seq.studies import plots as plots_lib
 from linear_seq.studies import report
@@ -143,6 +147,7 @@ class Point:
   num_steps: int
   commands: list[list[str]]
   outputs: tuple[str, ...] = ()
+  flat_config: dict[str, Any] = dataclasses.field(default_factory=dict)   # the resolved config, flattened
 
 
 def make_points(config_arg: str, workdir: str, overrides_list: list[dict[str, Any]], *,
@@ -165,7 +170,8 @@ def make_points(config_arg: str, workdir: str, overrides_list: list[dict[str, An
     evaluate = [python, "-m", "linear_seq.evaluate", f"--workdir={sub}", *eval_args]
     extra = [[python, *(a.format(workdir=sub) for a in args)] for args, _ in extra_commands]
     points.append(Point(overrides, name, sub, int(resolved.train.num_steps), [train, evaluate, *extra],
-                        tuple(out for _, out in extra_commands)))
+                        tuple(out for _, out in extra_commands),
+                        config_lib.flatten(config_lib.to_dict(resolved))))
   return points
 
 
@@ -267,8 +273,10 @@ class Progress:
 
 
 def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str], None] = print,
-               env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
-  """Runs the unfinished points, `parallel` at a time; returns {name: status record}."""
+               env: dict[str, str] | None = None, archive_dir: str = "") -> dict[str, dict[str, Any]]:
+  """Runs the unfinished points, `parallel` at a time; returns {name: status record}. With archive_dir, each
+  point that finishes is archived there at once (archive.save) and finished points are first restored from it
+  (archive.sync)."""
   if parallel < 1:
     raise ValueError(f"--parallel must be >= 1, got {parallel}")
   base_env = dict(os.environ if env is None else env)
@@ -282,6 +290,8 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
   for i in range(parallel):
     slots.put(cpus[i % len(cpus)] if parallel > 1 else None)
 
+  if archive_dir:
+    archive.sync(points, archive_dir, is_finished, log)
   results, todo = {}, []
   for p in points:
     if is_finished(p):
@@ -298,6 +308,8 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
       resumed = os.path.isdir(os.path.join(p.workdir, "checkpoints"))
       log(f"[start] {p.name}" + (" (resuming)" if resumed else "") + (f" on cpu {cpu}" if cpu is not None else ""))
       rec = _run_point(p, base_env, cpu)
+      if archive_dir and rec["status"] == "ok" and is_finished(p):
+        archive.save_point(archive_dir, p, log)
       log(progress.line(p, rec))
       return rec
     finally:
@@ -378,12 +390,17 @@ def redraw_plots(config_arg: str, workdir: str, *, base_config: ml_collections.C
 
 def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.ConfigDict,
               global_flags: dict[str, str] | None = None, parallel: int = 1, dry_run: bool = False,
-              command: str = "", log: Callable[[str], None] = print, plots_only: bool = False) -> int:
+              command: str = "", log: Callable[[str], None] = print, plots_only: bool = False,
+              archive_dir: str = "") -> int:
   """Runs (or with dry_run prints) the sweep, then writes the plots and DIR/results.{csv,md}; returns the exit code.
 
   collect -> plots -> report: the rows of every point, the study's plots drawn from them, then the tables.
-  plots_only: redraw_plots (nothing runs)."""
+  plots_only: redraw_plots (nothing runs). archive_dir: finished points are archived there as they finish and
+  restored from it into their sub-workdirs (linear_seq.studies.archive), so a sweep continued on another
+  machine from a commit of that folder skips them."""
   if plots_only:
+    if archive_dir:
+      archive.restore_all(archive_dir, workdir, log)
     redraw_plots(config_arg, workdir, base_config=base_config, log=log)
     return 0
   path, arg = config_lib.split_spec(config_arg)
@@ -402,13 +419,22 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
 
   os.makedirs(workdir, exist_ok=True)
   log(f"sweep: {len(points)} points in {workdir}" + (f", {parallel} in parallel" if parallel > 1 else ""))
-  statuses = run_points(points, parallel=parallel, log=log)
+  if archive_dir:
+    log(f"sweep: finished points are archived in {archive_dir}")
+
+  def make(more: list[dict]) -> list[Point]:
+    made = make_points(config_arg, workdir, more, **kw)
+    if archive_dir:   # before _next_round asks which of them finished
+      archive.sync(made, archive_dir, is_finished, log)
+    return made
+
+  statuses = run_points(points, parallel=parallel, log=log, archive_dir=archive_dir)
   for round_ in range(1, MAX_FOLLOWUP_ROUNDS + 1):
-    extra = _next_round(module, arg, points, statuses, lambda more: make_points(config_arg, workdir, more, **kw))
+    extra = _next_round(module, arg, points, statuses, make)
     if not extra:
       break
     log(f"sweep: {len(extra)} follow-up points" + (f" (round {round_})" if round_ > 1 else ""))
-    statuses.update(run_points(extra, parallel=parallel, log=log))
+    statuses.update(run_points(extra, parallel=parallel, log=log, archive_dir=archive_dir))
     points = points + extra
 
   rows = collect.collect(points, statuses)
@@ -434,6 +460,9 @@ def define_flags() -> None:
   flags.DEFINE_string("workdir", None, "Sweep directory: one sub-workdir per point, results.csv/md, plots.")
   flags.DEFINE_integer("parallel", 1, "Points run at once, each pinned to one CPU core when > 1.")
   flags.DEFINE_bool("dry_run", False, "Print the points' commands (for a cluster launcher) instead of running.")
+  flags.DEFINE_string("archive", "", "Folder (e.g. experiments/mqar/points, committed) where each finished point is "
+                      "kept as DIR/<point>.json and from which a fresh --workdir is restored, so the sweep skips "
+                      "the points finished on another machine ('' = none).")
   flags.DEFINE_bool("plots_only", False, "Only redraw the plots (PNG + PDF), from the sub-workdirs or, without "
                     "them, from DIR/results.csv; runs nothing and leaves results.csv/md as they are.")
   cli.define_verbose_flag()
@@ -459,7 +488,7 @@ def main(argv: Sequence[str]) -> None:
     command = shlex.join(["python", "-m", "linear_seq.studies.sweep", *sys.argv[1:]])
     code = run_sweep(flag_values.config, flag_values.workdir, base_config=base_config, global_flags=global_flags,
                      parallel=flag_values.parallel, dry_run=flag_values.dry_run, command=command,
-                     plots_only=flag_values.plots_only)
+                     plots_only=flag_values.plots_only, archive_dir=flag_values.archive)
   sys.exit(code)
 
 

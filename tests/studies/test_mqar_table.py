@@ -77,7 +77,7 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   assert table.grid(split + [longer], hard=False) == table.grid(split, hard=False)   # not a grid seed
 
   out = tmp_path / "study.md"
-  table.FLAGS(["table", f"--workdir={wd}", f"--out={out}"])
+  table.FLAGS(["table", f"--workdir={wd}", f"--out={out}", "--archive="])
   table.main([])
   text = out.read_text()
   assert "### Main point" in text and grid[3] in text and check[2] in text
@@ -86,3 +86,26 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   assert len(got) == 6
   first = {(r["arm"], r["width"], r["lr"], r["seed"]): r for r in got}[("gla", "64", "0.001", "0")]
   assert first["first_step_0.9"] == "750" and first["seq_len"] == "64" and float(first["accuracy"]) == 0.97
+
+
+def test_imported_rows_give_back_the_committed_tables(table, tmp_path):
+  """import_rows.py's records of the committed study.csv/study.md (points whose sub-workdirs were lost), restored
+  into an empty workdir: table.py writes the committed study.md again, ↑ marks and first steps included, and
+  the sweep's follow-ups choose the same learning rates from them."""
+  spec = importlib.util.spec_from_file_location("mqar_import", os.path.join(REPO, "experiments", "mqar",
+                                                                            "import_rows.py"))
+  importer = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(importer)
+  here = os.path.join(REPO, "experiments", "mqar")
+  arch = str(tmp_path / "points")
+  made, kept = importer.import_rows(arch, os.path.join(here, "study.csv"), os.path.join(here, "study.md"))
+  assert made == len(list(csv.DictReader(open(os.path.join(here, "study.csv"))))) and kept == 0
+  assert importer.import_rows(arch, os.path.join(here, "study.csv"), os.path.join(here, "study.md")) == (0, made)
+  from linear_seq.studies import archive
+  archive.restore_all(arch, str(tmp_path / "run"))
+  rows = table.load_rows(str(tmp_path / "run"))
+  text = open(os.path.join(here, "study.md")).read()
+  pilot = text.split("### Main point")[0]
+  assert table.pilot_table(rows) in pilot
+  assert table.grid_table(table.grid(rows, hard=False)) in text
+  assert table.seedcheck_table(rows) in text and table.lrcheck_table(rows) in text

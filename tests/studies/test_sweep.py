@@ -78,6 +78,24 @@ def test_rerun_skips_finished_points(swept, capsys):
   assert after == before
 
 
+def test_a_fresh_workdir_continues_from_the_archive(swept, tmp_path, capsys):
+  """--archive: a sweep over a new machine's empty workdir skips the points another machine finished and
+  archived, and reports the same results."""
+  workdir, points, _ = swept
+  base, _ = _tiny_points(workdir)
+  arch = str(tmp_path / "points")
+  assert sweep.run_sweep(TINY, str(workdir), base_config=base, archive_dir=arch) == 0
+  assert sorted(os.listdir(arch)) == sorted(f"{p.name}.json" for p in points)
+  capsys.readouterr()
+  fresh = tmp_path / "fresh"
+  assert sweep.run_sweep(TINY, str(fresh), base_config=base, archive_dir=arch) == 0
+  out = capsys.readouterr().out
+  assert "2 points restored" in out and out.count("[skip]") == 2 and "[start]" not in out
+  assert "0 ran, 2 skipped, 0 failed" in out
+  read = lambda d: [(r["name"], r["accuracy"], r["state_size"]) for r in csv.DictReader(open(d / "results.csv"))]
+  assert read(fresh) == read(workdir)
+
+
 def test_dry_run_prints_commands(tmp_path):
   proc = subprocess.run([sys.executable, "-m", "linear_seq.studies.sweep", f"--config={TINY}", f"--workdir={tmp_path}",
                          "--dry_run", "--config.train.num_steps=3"], env=cli_env(), capture_output=True, text=True,
