@@ -190,7 +190,7 @@ def sync(points: Sequence[Any], archive_dir: str, is_finished: Callable[[Any], b
     restore(record, p.workdir)
     restored += 1
   if restored or saved:
-    log(f"[archive] {restored} points restored from {archive_dir}, {saved} archived there")
+    log(f"[archive] restored from {archive_dir}: {restored} points; archived there: {saved}")
   return restored, saved
 
 
@@ -215,5 +215,5 @@ def restore_all(archive_dir: str, workdir: str, log: Callable[[str], None] = pri
       restore(record, sub)
       n += 1
   if n:
-    log(f"[archive] {n} points restored from {archive_dir} into {workdir}")
+    log(f"[archive] restored from {archive_dir} into {workdir}: {n} points")
   return n

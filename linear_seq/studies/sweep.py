@@ -275,7 +275,7 @@ class Progress:
 def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str], None] = print,
                env: dict[str, str] | None = None, archive_dir: str = "") -> dict[str, dict[str, Any]]:
   """Runs the unfinished points, `parallel` at a time; returns {name: status record}. With archive_dir, each
-  point that finishes is archived there at once (archive.save) and finished points are first restored from it
+  point that finishes is archived there at once (archive.save_point) and finished points are first restored from it
   (archive.sync)."""
   if parallel < 1:
     raise ValueError(f"--parallel must be >= 1, got {parallel}")

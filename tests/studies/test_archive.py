@@ -71,7 +71,7 @@ def test_saved_points_restore_into_a_fresh_workdir_with_the_same_rows(tmp_path):
   assert [r["accuracy"] for r in collect.collect(fresh)] == [0.75, 0.5]
   assert not os.path.exists(os.path.join(fresh[0].workdir, "log.txt"))   # only the small result files
   assert len(collect.read_metrics(fresh[0].workdir)) == 3                # the cut-off line is dropped
-  assert "2 points restored" in logs[-1]
+  assert "restored from" in logs[-1] and ": 2 points; archived there: 0" in logs[-1]
 
 
 def test_unfinished_points_are_not_archived_and_short_records_not_used(tmp_path):

@@ -90,7 +90,7 @@ def test_a_fresh_workdir_continues_from_the_archive(swept, tmp_path, capsys):
   fresh = tmp_path / "fresh"
   assert sweep.run_sweep(TINY, str(fresh), base_config=base, archive_dir=arch) == 0
   out = capsys.readouterr().out
-  assert "2 points restored" in out and out.count("[skip]") == 2 and "[start]" not in out
+  assert ": 2 points; archived there: 0" in out and out.count("[skip]") == 2 and "[start]" not in out
   assert "0 ran, 2 skipped, 0 failed" in out
   read = lambda d: [(r["name"], r["accuracy"], r["state_size"]) for r in csv.DictReader(open(d / "results.csv"))]
   assert read(fresh) == read(workdir)
