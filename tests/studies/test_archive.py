@@ -148,3 +148,62 @@ def test_restore_all_fills_a_workdir_for_tools_that_read_sub_workdirs(tmp_path):
   assert [r["accuracy"] for r in collect.collect(fresh)] == [0.75, 0.5]
   with pytest.raises(FileNotFoundError, match="no archive folder"):
     archive.restore_all(str(tmp_path / "none"), str(tmp_path / "fresh"))
+
+
+def test_a_point_is_archived_when_it_finishes(tmp_path, monkeypatch):
+  """run_points' save-on-finish path (the sweep's points run here as a fake that writes a finished sub-workdir)."""
+  points = _points(tmp_path / "run")
+
+  def fake_run(point, env, cpu):
+    _finish(point, 0.5)
+    return {"name": point.name, "status": "ok", "wall_time": 1.0}
+
+  monkeypatch.setattr(sweep, "_run_point", fake_run)
+  arch = str(tmp_path / "arch")
+  sweep.run_points(points, archive_dir=arch, log=lambda _: None)
+  assert [archive.load(arch, p.name)["files"]["eval.json"]["accuracy"] for p in points] == [0.5, 0.5]
+  assert not [f for f in os.listdir(arch) if not f.endswith(".json")]   # no temporary files left
+  assert "checkpointed.json" not in archive.load(arch, points[0].name)["files"]
+
+
+def test_a_point_finished_under_another_config_is_not_archived(tmp_path):
+  points = _points(tmp_path / "run")
+  ran = dict(points[0].flat_config, **{"train.warmup_steps": 3})   # e.g. a sweep run with --config.train.warmup_steps=3
+  _finish(points[0], 0.25, config=ran)
+  logs = []
+  assert archive.sync(points[:1], str(tmp_path / "arch"), sweep.is_finished, logs.append) == (0, 0)
+  assert "it finished under another config than the point's (train.warmup_steps: 3 vs 1)" in logs[0]
+  assert archive.load(str(tmp_path / "arch"), points[0].name) is None
+
+
+def test_config_comparison(tmp_path):
+  points = _points(tmp_path / "run")
+  flat = points[0].flat_config
+  record = {"files": {"config.json": {"train": {"keep_checkpoints": 1, "profile_steps": "2,4"},
+                                      "mesh": {"data": 2}, "model": {"mixer": flat["model.mixer"]}}}}
+  assert archive.config_mismatch(record, flat) == []   # fields that do not change results
+  record["files"]["config.json"]["model"]["mixer"] = "gla" if flat["model.mixer"] != "gla" else "softmax"
+  assert archive.config_mismatch(record, flat) == [f"model.mixer: {record['files']['config.json']['model']['mixer']!r}"
+                                                   f" vs {flat['model.mixer']!r}"]
+  nested = {"files": {"config.json": {"x": [[1, 2], [3]]}}}
+  assert archive.config_mismatch(nested, {"x": ((1, 2), (3,))}) == []
+  assert archive.config_mismatch(nested, {"x": ((1, 2), (4,))}) == ["x: ((1, 2), (3,)) vs ((1, 2), (4,))"]
+  _finish(points[0], 0.5)
+  no_config = archive.make_record(points[0].workdir, points[0].name, points[0].overrides)
+  del no_config["files"]["config.json"]
+  assert archive.usable(no_config, points[0].num_steps, (), flat) == (False, "it has no config.json")
+
+
+def test_restore_all_never_writes_into_an_existing_sub_workdir(tmp_path):
+  points = _points(tmp_path / "run")
+  for p in points:
+    _finish(p, 0.75)
+  arch = str(tmp_path / "arch")
+  archive.sync(points, arch, sweep.is_finished, print)
+  fresh = _points(tmp_path / "fresh")
+  os.makedirs(fresh[0].workdir)   # e.g. a point partly trained (or running) under another config
+  with open(os.path.join(fresh[0].workdir, "metrics.jsonl"), "w") as f:
+    f.write('{"step": 1, "train_loss": 9.0}\n')
+  assert archive.restore_all(arch, str(tmp_path / "fresh"), print) == 1
+  assert not os.path.exists(os.path.join(fresh[0].workdir, "eval.json"))
+  assert sweep.is_finished(fresh[1])

@@ -109,3 +109,7 @@ def test_imported_rows_give_back_the_committed_tables(table, tmp_path):
   assert table.pilot_table(rows) in pilot
   assert table.grid_table(table.grid(rows, hard=False)) in text
   assert table.seedcheck_table(rows) in text and table.lrcheck_table(rows) in text
+  chosen = {line.split(" | ")[0].strip("| "): float(line.rstrip(" |").split(" | ")[-1])
+            for line in pilot.splitlines() if line.startswith("| ") and not line.startswith(("| arm", "|---"))}
+  hard = table.study.get_followup_sweep(rows, "stage=hard,seeds=0,widths=64")
+  assert {table.study.arm_of({"_overrides": o}): o["train.learning_rate"] for o in hard} == chosen
