@@ -78,8 +78,8 @@ def import_rows(archive_dir: str, csv_path: str, md_path: str) -> tuple[int, int
     more = {**study.HARD, "train.num_steps": steps} if hard else (
         {} if steps == base.train.num_steps else {"train.num_steps": steps})
     overrides = study._point(r["arm"], int(r["width"]), float(r["lr"]), int(r["seed"]), **more)  # pylint: disable=protected-access
-    [point] = sweep.make_points(os.path.join(HERE, "config.py"), "unused", [overrides], base_config=base)
-    if archive.load(archive_dir, point.name) is not None:
+    name = sweep.point_name(overrides)
+    if archive.load(archive_dir, name) is not None:
       kept += 1
       continue
     first = r["first_step_0.9"]
@@ -87,9 +87,9 @@ def import_rows(archive_dir: str, csv_path: str, md_path: str) -> tuple[int, int
           "first_step_0.9": int(first) if first else None,
           "still_rising": marks.get(_key(r["arm"], r["width"], r["lr"], r["seed"], steps), False),
           "imported_from": SOURCE}
-    record = {"version": archive.VERSION, "name": point.name, "overrides": overrides, "files": {
+    record = {"version": archive.VERSION, "name": name, "overrides": overrides, "files": {
         "eval.json": ev,
-        "sweep_point.json": {"name": point.name, "status": "ok", "wall_time": float(r["wall_time_s"]),
+        "sweep_point.json": {"name": name, "status": "ok", "wall_time": float(r["wall_time_s"]),
                              "imported_from": SOURCE},
         config_lib.CONFIG_FILE: config_lib.to_dict(sweep.resolve(base, overrides)),
         archive.METRICS_FILE: [],

@@ -26,6 +26,7 @@ import tempfile
 from typing import Any, Callable, Sequence
 
 from linear_seq import config_lib
+from linear_seq.studies import collect
 
 VERSION = 1
 METRICS_FILE = "metrics.jsonl"
@@ -58,20 +59,10 @@ def make_record(workdir: str, name: str, overrides: dict[str, Any]) -> dict[str,
     path = os.path.join(workdir, fname)
     if os.path.getsize(path) > MAX_FILE_BYTES:
       continue
-    with open(path) as f:
-      if fname == METRICS_FILE:
-        lines = []
-        for line in f:
-          try:
-            lines.append(json.loads(line))
-          except ValueError:
-            pass   # a line cut off by a kill, as collect.read_metrics skips it
-        files[fname] = lines
-      else:
-        try:
-          files[fname] = json.load(f)
-        except ValueError:
-          pass
+    if fname == METRICS_FILE:
+      files[fname] = collect.read_metrics(workdir)   # a line cut off by a kill is skipped
+    elif (content := collect.read_json(path)) is not None:
+      files[fname] = content
   return {"version": VERSION, "name": name, "overrides": overrides, "files": files}
 
 
@@ -111,9 +102,10 @@ def save(archive_dir: str, workdir: str, name: str, overrides: dict[str, Any]) -
 
 
 def save_point(archive_dir: str, point: Any, log: Callable[[str], None] = print) -> bool:
-  """Archives a finished sweep point (.workdir, .name, .overrides, .flat_config) unless DIR already holds a record
-  of it made with another config: that one is kept (a sweep run with other global --config flags must not
-  replace a study's committed points) and a warning is logged. Returns whether it was written."""
+  """Archives a finished sweep point (.workdir, .name, .overrides, .flat_config) unless it finished under another
+  config than the point's, or DIR already holds a record of it made with another config: that one is kept (a
+  sweep run with other global --config flags must not replace a study's committed points). Either refusal is
+  logged. Returns whether it was written."""
   record = make_record(point.workdir, point.name, point.overrides)
   ran = config_mismatch(record, point.flat_config)
   if ran or config_lib.CONFIG_FILE not in record["files"]:

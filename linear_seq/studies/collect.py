@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from linear_seq import config_lib
 
 
-def _read_json(path: str) -> dict[str, Any] | None:
+def read_json(path: str) -> dict[str, Any] | None:
   try:
     with open(path) as f:
       return json.load(f)
@@ -45,15 +45,15 @@ def read_metrics(workdir: str) -> list[dict[str, Any]]:
 def collect_point(workdir: str, overrides: dict[str, Any], name: str, status: str = "",
                   extra_files: Sequence[str] = ()) -> dict[str, Any]:
   """One result row: overrides, eval.json's scalars, tokens/s, wall time, status; '_config'/'_metrics' attached."""
-  ev = _read_json(os.path.join(workdir, "eval.json")) or {}
+  ev = read_json(os.path.join(workdir, "eval.json")) or {}
   for extra in extra_files:  # outputs of a study's extra per-point commands (e.g. probe.json)
-    out = _read_json(os.path.join(workdir, extra)) or {}
+    out = read_json(os.path.join(workdir, extra)) or {}
     suffix = other_eval_suffix(extra)
     if suffix:  # an evaluation at another length / split: its columns side by side with eval.json's
       out = {f"{k}{suffix}": v for k, v in out.items()}
     ev = {**out, **ev}
-  rec = _read_json(os.path.join(workdir, "sweep_point.json")) or {}
-  config = _read_json(os.path.join(workdir, "config.json")) or {}
+  rec = read_json(os.path.join(workdir, "sweep_point.json")) or {}
+  config = read_json(os.path.join(workdir, "config.json")) or {}
   metrics = read_metrics(workdir)
   row: dict[str, Any] = {"name": name, **overrides}
   for k, v in ev.items():
@@ -143,7 +143,7 @@ def rows_from_csv(path: str, base_config, known: dict[str, dict[str, Any]] | Non
     row["_metrics"] = []
     row["_workdir"] = ""
     rows.append(row)
-  curves = _read_json(os.path.join(os.path.dirname(path), CURVES_FILE)) or {}
+  curves = read_json(os.path.join(os.path.dirname(path), CURVES_FILE)) or {}
   for row in rows:  # learning curves and per-point series, where the sweep saved them (write_curves)
     saved = curves.get(row["name"], {})
     row["_metrics"] = saved.get("metrics", [])
@@ -161,7 +161,7 @@ def write_curves(workdir: str, rows: Sequence[dict[str, Any]], sources: Sequence
   the committed study folder without the sub-workdirs. Returns the file name."""
   out = {}
   for r in rows:
-    series = {src: _read_json(os.path.join(r["_workdir"], src)) for src in sources}
+    series = {src: read_json(os.path.join(r["_workdir"], src)) for src in sources}
     out[r["name"]] = {"metrics": [{k: m[k] for k in _CURVE_KEYS if k in m} for m in r.get("_metrics", [])],
                       "series": {k: v for k, v in series.items() if v is not None}}
   with open(os.path.join(workdir, CURVES_FILE), "w") as f:

@@ -51,6 +51,16 @@ def _finish(point, accuracy, config=None, step=None):
     f.write("not archived\n")
 
 
+def _archived(tmp_path, accuracies=(0.75, 0.75)):
+  """The tiny sweep's points finished in tmp_path/run with these accuracies and archived in tmp_path/arch."""
+  points = _points(tmp_path / "run")
+  for p, acc in zip(points, accuracies):
+    _finish(p, acc)
+  arch = str(tmp_path / "arch")
+  archive.sync(points, arch, sweep.is_finished, print)
+  return points, arch
+
+
 def _strip(rows):
   return [{k: v for k, v in r.items() if k != "_workdir"} for r in rows]
 
@@ -87,11 +97,7 @@ def test_unfinished_points_are_not_archived_and_short_records_not_used(tmp_path)
 
 
 def test_a_record_made_with_another_config_is_refused_and_kept(tmp_path):
-  points = _points(tmp_path / "run")
-  for p in points:
-    _finish(p, 0.75)
-  arch = str(tmp_path / "arch")
-  archive.sync(points, arch, sweep.is_finished, print)
+  _, arch = _archived(tmp_path)
   module = sweep.load_study(STUDY)
   other = config_lib.apply_overrides(module.get_config("tiny=True"), {"train.warmup_steps": 3})
   fresh = _points(tmp_path / "fresh", base=other)
@@ -137,11 +143,7 @@ def test_damaged_record_is_reported_not_rerun_over(tmp_path):
 
 
 def test_restore_all_fills_a_workdir_for_tools_that_read_sub_workdirs(tmp_path):
-  points = _points(tmp_path / "run")
-  for p, acc in zip(points, (0.75, 0.5)):
-    _finish(p, acc)
-  arch = str(tmp_path / "arch")
-  archive.sync(points, arch, sweep.is_finished, print)
+  _, arch = _archived(tmp_path, (0.75, 0.5))
   assert archive.restore_all(arch, str(tmp_path / "fresh"), print) == 2
   assert archive.restore_all(arch, str(tmp_path / "fresh"), print) == 0   # already there
   fresh = _points(tmp_path / "fresh")
@@ -195,11 +197,7 @@ def test_config_comparison(tmp_path):
 
 
 def test_restore_all_never_writes_into_an_existing_sub_workdir(tmp_path):
-  points = _points(tmp_path / "run")
-  for p in points:
-    _finish(p, 0.75)
-  arch = str(tmp_path / "arch")
-  archive.sync(points, arch, sweep.is_finished, print)
+  _, arch = _archived(tmp_path)
   fresh = _points(tmp_path / "fresh")
   os.makedirs(fresh[0].workdir)   # e.g. a point partly trained (or running) under another config
   with open(os.path.join(fresh[0].workdir, "metrics.jsonl"), "w") as f:
