@@ -34,10 +34,12 @@ Stages:
          reruns that width at the other rates of {1e-3, 3e-3, 1e-2}, and at the chosen rate for
          SEEDCHECK_STEPS = 3,000 steps (twice the grid's budget; its cosine schedule stretched to match). It
          reads the main grid's points of the stage's seeds (run it with the seeds that have finished, e.g.
-         seeds=0+1, or it runs the others first); like lrcheck, apart from the grid's tables and plots.
+         seeds=0+1, or it runs the others first); like lrcheck, apart from the grid's tables and plots. With
+         hard=True it does the same for the hard point's grid (its seeds and widths; the longer run is
+         SEEDCHECK_STEPS = twice HARD_STEPS too).
 Options: stage=pilot|main|hard|lrcheck|seedcheck, arms=softmax+gla (a subset), seeds=0 or seeds=1+2 (a subset of the stage's
 seeds, so one command fits a sitting: the points of the other seeds are left for a later command), widths=64 or
-widths=64+128 (a subset of the stage's widths, the same way), tiny=True.
+widths=64+128 (a subset of the stage's widths, the same way), hard=True (seedcheck only), tiny=True.
 """
 import os
 
@@ -45,8 +47,10 @@ from linear_seq import config_lib
 
 STUDY = "mqar"
 _MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "mqar.py")
-OPTIONS = ("tiny", "stage", "arms", "seeds", "widths")
+OPTIONS = ("tiny", "stage", "arms", "seeds", "widths", "hard")
 STAGES = ("pilot", "main", "hard", "lrcheck", "seedcheck")
+# Every follow-up a complete study runs (the table enumerates its points from these).
+FOLLOWUP_ARGS = tuple(f"stage={s}" for s in STAGES) + ("stage=seedcheck,hard=True",)
 
 # Arms: label -> overrides. Linear attention with two feature maps; the delta rule with its three gates.
 ARMS = {
@@ -99,10 +103,12 @@ def _opts(arg: str) -> dict:
   if stage not in STAGES:
     raise ValueError(f"unknown stage {stage!r}; valid: {', '.join(STAGES)}")
   names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), ARMS, "arm")
-  hard = stage == "hard"
+  if opts.get("hard") and stage != "seedcheck":
+    raise ValueError(f"hard=True is a seedcheck option (stage {stage}: use stage=hard for the hard grid)")
+  hard = stage == "hard" or bool(opts.get("hard"))
   seeds = _subset(opts, "seeds", HARD_SEEDS if hard else SEEDS, stage, keep_order=False)
   widths = _subset(opts, "widths", HARD_WIDTHS if hard else WIDTHS, stage, keep_order=True)
-  return {**opts, "stage": stage, "arms": names, "seeds": seeds, "widths": widths}
+  return {**opts, "stage": stage, "arms": names, "seeds": seeds, "widths": widths, "hard": hard}
 
 
 def _subset(opts: dict, key: str, allowed: tuple, stage: str, keep_order: bool) -> tuple:
@@ -117,6 +123,11 @@ def _subset(opts: dict, key: str, allowed: tuple, stage: str, keep_order: bool) 
 
 def _point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
   return {**ARMS[arm], "model.d_model": width, "train.learning_rate": lr, "seed": seed, **more}
+
+
+def grid_extra(hard: bool) -> dict:
+  """The overrides a grid point adds to _point's: the hard point's task and step budget, or none (main)."""
+  return {**HARD, "train.num_steps": HARD_STEPS} if hard else {}
 
 
 def get_sweep(arg: str = ""):
@@ -184,9 +195,11 @@ def collapses_small(rows, arm: str, lr: float) -> bool:
           and float(pilot.get("accuracy") or 0.0) >= 0.9)
 
 
-def split_seeds(rows, arm: str, width: int, lr: float, seeds=SEEDS) -> list[int]:
-  """The seeds of arm's main point (width, lr) below 0.5 when another of them reaches 0.9 (else [])."""
-  acc = {s: float(r.get("accuracy") or 0.0) for s in seeds if (r := _main_row(rows, arm, width, lr, s)) is not None}
+def split_seeds(rows, arm: str, width: int, lr: float, seeds=SEEDS, hard: bool = False) -> list[int]:
+  """The seeds of arm's main (hard: hard) point (width, lr) below 0.5 when another of them reaches 0.9 (else [])."""
+  extra = grid_extra(hard)
+  acc = {s: float(r.get("accuracy") or 0.0) for s in seeds
+         if (r := _main_row(rows, arm, width, lr, s, **extra)) is not None}
   return [s for s in sorted(acc) if acc[s] < 0.5] if acc and max(acc.values()) >= 0.9 else []
 
 
@@ -210,14 +223,16 @@ def get_followup_sweep(rows, arg: str = ""):
     grid = [_point(a, w, lrs[a], 0) for a in opts["arms"] if a in lrs for w in (CHECK_WIDTH, PILOT_WIDTH)]
     grid += [_point(a, CHECK_WIDTH, lr, 0) for a in opts["arms"] if a in lrs and collapses_small(rows, a, lrs[a])
              for lr in CHECK_LRS if lr != lrs[a]]
-  elif opts["stage"] == "seedcheck":   # the stage's main points (finished ones are skipped), then the checks
-    grid = [_point(a, w, lrs[a], s) for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]
+  elif opts["stage"] == "seedcheck":   # the grid's points (finished ones are skipped), then the checks
+    extra = grid_extra(opts["hard"])
+    grid = [_point(a, w, lrs[a], s, **extra)
+            for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]
     for a, w in [(a, w) for a in opts["arms"] if a in lrs for w in opts["widths"]]:
-      for s in split_seeds(rows, a, w, lrs[a], opts["seeds"]):
-        grid += [_point(a, w, lr, s) for lr in CHECK_LRS if lr != lrs[a]]
-        grid.append(_point(a, w, lrs[a], s, **{"train.num_steps": SEEDCHECK_STEPS}))
+      for s in split_seeds(rows, a, w, lrs[a], opts["seeds"], hard=opts["hard"]):
+        grid += [_point(a, w, lr, s, **extra) for lr in CHECK_LRS if lr != lrs[a]]
+        grid.append(_point(a, w, lrs[a], s, **{**extra, "train.num_steps": SEEDCHECK_STEPS}))
   else:
-    grid = [_point(a, w, lrs[a], s, **HARD, **{"train.num_steps": HARD_STEPS})
+    grid = [_point(a, w, lrs[a], s, **grid_extra(True))
             for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]
   return pending + grid
 

@@ -32,13 +32,14 @@ from linear_seq.studies import sweep  # noqa: E402
 SOURCE = "experiments/mqar/study.csv + study.md (2026-12-02; sub-workdir lost, no learning curve)"
 
 
-def _key(arm, width, lr, seed, steps):
-  return (arm, int(width), float(lr), int(seed), int(steps))
+def _key(arm, width, lr, seed, steps, seq_len):
+  return (arm, int(width), float(lr), int(seed), int(steps), int(seq_len))
 
 
 def rising_marks(md: str) -> dict[tuple, bool]:
-  """{(arm, width, lr, seed, steps): still rising} from the pilot, lrcheck and seedcheck tables' cells."""
-  steps = study.get_config("").train.num_steps
+  """{(arm, width, lr, seed, steps, seq_len): still rising} from the pilot, lrcheck and seedcheck tables' cells."""
+  main = study.get_config("")
+  steps, seq_len = main.train.num_steps, main.data.seq_len
   out, section, lrs = {}, "", []
   for line in md.splitlines():
     if line.startswith("### "):
@@ -53,15 +54,17 @@ def rising_marks(md: str) -> dict[tuple, bool]:
     if section.startswith("### Pilot"):
       for lr, cell in zip(lrs, cells[1:]):
         if cell:
-          out[_key(cells[0], study.PILOT_WIDTH, lr, 0, steps)] = "↑" in cell
+          out[_key(cells[0], study.PILOT_WIDTH, lr, 0, steps, seq_len)] = "↑" in cell
     elif section.startswith("### Learning-rate check"):
       for lr, cell in zip(lrs, cells[2:]):
-        out[_key(cells[0], study.CHECK_WIDTH, lr, 0, steps)] = "↑" in cell
+        out[_key(cells[0], study.CHECK_WIDTH, lr, 0, steps, seq_len)] = "↑" in cell
     elif section.startswith("### Seed check"):
+      hard = section.startswith("### Seed check, hard point")
+      t, n = (study.HARD["data.seq_len"], study.HARD_STEPS) if hard else (seq_len, steps)
       arm, width, chosen, seed = cells[0], int(cells[1]), float(cells[2]), int(cells[4])
       for lr, cell in zip(lrs, cells[5:5 + len(lrs)]):
-        out[_key(arm, width, lr, seed, steps)] = "↑" in cell
-      out[_key(arm, width, chosen, seed, study.SEEDCHECK_STEPS)] = "↑" in cells[5 + len(lrs)]
+        out[_key(arm, width, lr, seed, n, t)] = "↑" in cell
+      out[_key(arm, width, chosen, seed, study.SEEDCHECK_STEPS, t)] = "↑" in cells[5 + len(lrs)]
   return out
 
 
@@ -85,7 +88,7 @@ def import_rows(archive_dir: str, csv_path: str, md_path: str) -> tuple[int, int
     first = r["first_step_0.9"]
     ev = {"step": steps, "accuracy": float(r["accuracy"]), "state_size": int(r["state_size"]),
           "first_step_0.9": int(first) if first else None,
-          "still_rising": marks.get(_key(r["arm"], r["width"], r["lr"], r["seed"], steps), False),
+          "still_rising": marks.get(_key(r["arm"], r["width"], r["lr"], r["seed"], steps, r["seq_len"]), False),
           "imported_from": SOURCE}
     record = {"version": archive.VERSION, "name": name, "overrides": overrides, "files": {
         "eval.json": ev,

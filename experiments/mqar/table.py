@@ -8,7 +8,7 @@ Main (64, 4) and hard (128, 8) points: per arm and width at the chosen rate, the
 (floats per sequence), each seed's final accuracy, mean ± std (sample std over the seeds run), how many
 seeds reach 0.9, and the first evaluated step at which each seed reached 0.9 (evaluations every 250 steps).
 Unfinished points are shown as '…'. The lrcheck stage's points: seed 0 at width 32 per learning rate; the
-seedcheck stage's: a split cell's failing seed per learning rate.
+seedcheck stage's: a split cell's failing seed per learning rate (main grid; hard=True's: the hard grid).
 Also writes every finished point as a CSV row beside --out.
 """
 import csv
@@ -41,7 +41,7 @@ def load_rows(workdir: str) -> list[dict]:
   overrides = study.get_sweep("")
   rows = collect.collect(sweep.make_points(PATH, workdir, overrides, base_config=base))
   for _ in range(sweep.MAX_FOLLOWUP_ROUNDS):   # rounds, as the sweep runs them (main needs the pilot's 1e-2 rows)
-    more = [o for stage in study.STAGES for o in study.get_followup_sweep(rows, f"stage={stage}")]
+    more = [o for arg in study.FOLLOWUP_ARGS for o in study.get_followup_sweep(rows, arg)]
     more = [o for i, o in enumerate(more) if o not in overrides and o not in more[:i]]
     if not more:
       break
@@ -134,23 +134,26 @@ def lrcheck_table(rows) -> str:
   return "\n".join(lines) + "\n"
 
 
-def seedcheck_table(rows) -> str:
-  """Each main-grid cell whose seeds split (config.split_seeds): the failing seed at every rate of CHECK_LRS and
-  at the chosen rate for SEEDCHECK_STEPS, beside the cell's other seeds at the chosen rate."""
+def seedcheck_table(rows, hard: bool = False) -> str:
+  """Each main-grid (hard: hard-grid) cell whose seeds split (config.split_seeds): the failing seed at every rate
+  of CHECK_LRS and at the chosen rate for SEEDCHECK_STEPS, beside the cell's other seeds at the chosen rate."""
   lrs = study.CHECK_LRS
+  extra = study.grid_extra(hard)
+  seeds, widths = (study.HARD_SEEDS, study.HARD_WIDTHS) if hard else (study.SEEDS, study.WIDTHS)
   lines = ["| arm | width | chosen lr | other seeds at it | seed | " + " | ".join(f"lr {lr:g}" for lr in lrs) +
            f" | chosen lr, {study.SEEDCHECK_STEPS:,} steps |", "|---|---|---|---|---|" + "---|" * (len(lrs) + 1)]
   for arm in study.ARMS:
     lr, _ = study.best_lr(rows, arm)
     if lr is None:
       continue
-    for w in study.WIDTHS:
-      failing = study.split_seeds(rows, arm, w, lr)
+    for w in widths:
+      failing = study.split_seeds(rows, arm, w, lr, seeds, hard=hard)
       for seed in failing:
-        others = [(s, r) for s in study.SEEDS if s != seed and (r := study._main_row(rows, arm, w, lr, s))]  # pylint: disable=protected-access
+        others = [(s, r) for s in seeds if s != seed and (r := study._main_row(rows, arm, w, lr, s, **extra))]  # pylint: disable=protected-access
         other = ", ".join(f"{s}: {_fmt(float(r['accuracy']))}" for s, r in others)
-        cells = [_cell(study._main_row(rows, arm, w, x, seed)) for x in lrs]  # pylint: disable=protected-access
-        cells.append(_cell(study._main_row(rows, arm, w, lr, seed, **{"train.num_steps": study.SEEDCHECK_STEPS})))  # pylint: disable=protected-access
+        cells = [_cell(study._main_row(rows, arm, w, x, seed, **extra)) for x in lrs]  # pylint: disable=protected-access
+        longer = {**extra, "train.num_steps": study.SEEDCHECK_STEPS}
+        cells.append(_cell(study._main_row(rows, arm, w, lr, seed, **longer)))  # pylint: disable=protected-access
         lines.append(f"| {arm} | {w} | {lr:g} | {other} | {seed} | " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 
@@ -166,7 +169,9 @@ def main(argv):
           f"\n### Learning-rate check at width {study.CHECK_WIDTH} (seed 0; arms below 0.5 there and ≥ 0.9 at "
           f"width 64; ↑ = still rising)\n\n" + lrcheck_table(rows) +
           "\n### Seed check (a cell with one seed ≥ 0.9 and another below 0.5: the failing seed at each rate, and "
-          f"at the chosen rate for {study.SEEDCHECK_STEPS:,} steps; ↑ = still rising)\n\n" + seedcheck_table(rows))
+          f"at the chosen rate for {study.SEEDCHECK_STEPS:,} steps; ↑ = still rising)\n\n" + seedcheck_table(rows) +
+          f"\n### Seed check, hard point (T=128, 8 kv pairs: the same check on the hard grid, its rates at "
+          f"{study.HARD_STEPS:,} steps; ↑ = still rising)\n\n" + seedcheck_table(rows, hard=True))
   print(text)
   if FLAGS.out:
     with open(FLAGS.out, "w") as f:

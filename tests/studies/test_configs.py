@@ -222,6 +222,37 @@ def test_mqar_seedcheck_reruns_the_failing_seed_of_a_split_cell_at_the_other_rat
     assert plots._select(grid_rows + [long_row], spec["where"]) == grid_rows  # pylint: disable=protected-access
 
 
+def test_mqar_seedcheck_hard_checks_the_hard_grid():
+  """seedcheck with hard=True: the split is read from the hard grid's points (T=128, 8 pairs, HARD_STEPS), and
+  the checks are hard points too (the other rates at HARD_STEPS, the chosen rate at SEEDCHECK_STEPS); a main-grid
+  point with the same width, rate and seed does not count; hard=True outside seedcheck is refused."""
+  module = sweep.load_study(_path("mqar"))
+  pilot = [_pilot_row(module, "gla", 1e-3, [0.9] * 6), _pilot_row(module, "gla", 3e-3, [0.5] * 6)]
+  extra = module.grid_extra(True)
+  assert extra == {**module.HARD, "train.num_steps": module.HARD_STEPS}
+
+  def row(seed, acc, **more):
+    return {"_overrides": module._point("gla", 64, 1e-3, seed, **more), "status": "ok", "accuracy": acc,
+            "_metrics": []}
+
+  main_split = pilot + [row(1, 0.1)]                   # main grid: seed 0 (the pilot point) 0.9, seed 1 0.1
+  assert module.split_seeds(main_split, "gla", 64, 1e-3) == [1]
+  assert module.split_seeds(main_split, "gla", 64, 1e-3, seeds=(0, 1), hard=True) == []
+  rows = pilot + [row(0, 0.99, **extra), row(1, 0.03, **extra)]
+  assert module.split_seeds(rows, "gla", 64, 1e-3, seeds=(0, 1), hard=True) == [1]
+  got = module.get_followup_sweep(rows, "stage=seedcheck,hard=True,arms=gla,widths=64")
+  grid = [module._point("gla", 64, 1e-3, s, **extra) for s in (0, 1)]
+  checks = [module._point("gla", 64, lr, 1, **extra) for lr in (3e-3, 1e-2)]
+  longer = module._point("gla", 64, 1e-3, 1, **{**extra, "train.num_steps": module.SEEDCHECK_STEPS})
+  assert got == grid + checks + [longer]
+  assert module.get_followup_sweep(rows, "stage=seedcheck,arms=gla,widths=64")[-1] == module._point(
+      "gla", 64, 1e-3, 2)                               # without hard=True: the main grid's seeds, no checks
+  with pytest.raises(ValueError, match="hard=True is a seedcheck option"):
+    module.get_sweep("stage=main,hard=True")
+  with pytest.raises(ValueError, match="seeds=2: stage seedcheck runs seeds 0"):
+    module.get_sweep("stage=seedcheck,hard=True,seeds=2")
+
+
 def test_lm_study_rows_by_evaluation_length():
   """by_length: one row per evaluation length, the training length's bits/byte from eval.json."""
   module = sweep.load_study(_path("lm"))

@@ -75,6 +75,15 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   assert table.seedcheck_table(split + [longer]).splitlines()[2:] == [
       "| gla | 32 | 0.001 | 1: 0.950 | 0 | 0.100 | 0.950 ↑ | … | 0.990 |"]
   assert table.grid(split + [longer], hard=False) == table.grid(split, hard=False)   # not a grid seed
+  assert table.seedcheck_table(split + [longer], hard=True).count("\n") == 2   # main-grid rows: not the hard check
+  hard = study.grid_extra(True)
+  hard_rows = [{"_overrides": pt("gla", 64, lr, seed, **{**hard, **more}), "status": "ok", "accuracy": acc,
+                "_metrics": [], "_config": {"data.seq_len": 128, "train.num_steps": 1500}}
+               for lr, seed, acc, more in [(1e-3, 0, 0.999, {}), (1e-3, 1, 0.03, {}), (1e-2, 1, 0.8, {}),
+                                           (1e-3, 1, 0.97, {"train.num_steps": 3000})]]
+  assert table.seedcheck_table(split + hard_rows, hard=True).splitlines()[2:] == [
+      "| gla | 64 | 0.001 | 0: 0.999 | 1 | 0.030 | … | 0.800 | 0.970 |"]
+  assert table.seedcheck_table(split + hard_rows) == table.seedcheck_table(split)
 
   out = tmp_path / "study.md"
   table.FLAGS(["table", f"--workdir={wd}", f"--out={out}", "--archive="])
@@ -109,6 +118,7 @@ def test_imported_rows_give_back_the_committed_tables(table, tmp_path):
   assert table.pilot_table(rows) in pilot
   assert table.grid_table(table.grid(rows, hard=False)) in text
   assert table.seedcheck_table(rows) in text and table.lrcheck_table(rows) in text
+  assert table.seedcheck_table(rows, hard=True) in text
   chosen = {line.split(" | ")[0].strip("| "): float(line.rstrip(" |").split(" | ")[-1])
             for line in pilot.splitlines() if line.startswith("| ") and not line.startswith(("| arm", "|---"))}
   hard = table.study.get_followup_sweep(rows, "stage=hard,seeds=0,widths=64")
