@@ -5,7 +5,7 @@ each at its own learning rate, 3 seeds, evaluated at its training length and bey
       --archive=experiments/lm/points --parallel=2
   python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=main --workdir=runs/lm \
       --archive=experiments/lm/points --parallel=2
-Stages: pilot = seed 0 of every arm at each of PILOT_LRS (27 points), plus one rate further out for an arm whose
+Stages: pilot = seed 0 of every arm at each of PILOT_LRS (30 points), plus one rate further out for an arm whose
 best is at an edge (EDGE_LRS: 3e-4 below 1e-3, 3e-2 above 1e-2); main = the pilot, then seeds 1.. at each
 arm's chosen rate (lowest seed-0 validation bits/byte; seed 0's main point is its pilot point). Smoke test:
 :tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N (default 3),
@@ -23,7 +23,8 @@ LENGTHS (eval_validation_T<T>.json: columns bits_per_byte@T512, ...), with EVAL_
 dropped: 457,244 bytes at T=128, 450,560 at 8,192).
 Arms: softmax (RoPE), linear attention with the short causal conv (width 4: without decay, positions or a
 conv it sees its prefix as an unordered sum), retention with RoPE on q and k (RetNet's xPos rotation without
-its scaling), gla, s4, deltanet with delta_gate none / scalar / channel, mamba2.
+its scaling), gla, s4, deltanet with delta_gate none / scalar / channel, mamba2 (head dim 64: at width 128, 24% more
+parameters than softmax) and mamba2-p32 (head dim 32, width 112: within 3% of softmax's count).
 Before 2026-12-01 the study ran seven arms with one seed at configs/default.py's lr 5e-3 for every arm
 (results_2026_11.md): softmax, linear, retention, gla, s4, linear-conv4, retention-rope.
 """
@@ -47,6 +48,10 @@ ARMS = {
     "deltanet-scalar": {"model.mixer": "deltanet", "model.delta_gate": "scalar"},
     "deltanet-channel": {"model.mixer": "deltanet", "model.delta_gate": "channel"},
     "mamba2": {"model.mixer": "mamba2"},
+    # Mamba-2 with head dim 32 (7 heads at width 112): its usual head dim 64 builds only at widths that are
+    # multiples of 32, and the nearest, 128, has 24% more parameters than softmax at 128 (531,864 vs 428,160);
+    # at 112 with P=32 it has 416,058 (added 2026-12-03, after the pilot had run the P=64 arm).
+    "mamba2-p32": {"model.mixer": "mamba2", "model.mamba_head_dim": 32},
     # not in the default set (the 2026-11 study's arms, for its results: arms=...+linear+retention,seeds=1,lengths=)
     "linear": {"model.mixer": "linear"},
     "retention": {"model.mixer": "retention"},

@@ -31,7 +31,7 @@ STUDIES = [
     ("feature_maps", "task=lm", 8),
     ("decay", "", 10),
     ("decay", "task=lm", 10),
-    ("lm", "", 27),
+    ("lm", "", 30),
     ("mqar/ablation", "", 52),
     ("hybrids", "task=mqar", 20),
     ("hybrids", "task=lm", 20),

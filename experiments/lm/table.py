@@ -1,0 +1,233 @@
+"""The LM study's tables from its sweep directory (experiments/lm/config.py).
+
+  python experiments/lm/table.py --workdir=runs/lm [--out=experiments/lm/study.md]
+      [--archive=experiments/lm/points]   # the default: the archived points are restored into --workdir first
+
+Pilot: every arm's seed-0 validation bits/byte per learning rate, and the rate chosen (config.best_lr).
+Main: per arm at its chosen rate, sorted by mean: width, parameters, recurrent state (floats per sequence),
+each seed's bits/byte, mean ± std (sample std over the seeds run), train tokens/s and decode ms/token (means over
+seeds), the validation loss early and late in the context (position_loss.json). Seed spread: for each arm, the
+arms it is separated from (every seed of one below every seed of the other, both with at least 2 seeds) and the
+arms within its seed spread, with the difference of means. Length: bits/byte at every evaluation length
+(mean ± std over seeds), trained at T=128. Unfinished seeds are shown as '…'.
+Also writes every finished point as a CSV row beside --out.
+"""
+import csv
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import config as study  # noqa: E402  (the study config beside this file)
+
+from linear_seq.studies import archive  # noqa: E402
+from linear_seq.studies import collect  # noqa: E402
+from linear_seq.studies import common  # noqa: E402
+from linear_seq.studies import sweep  # noqa: E402
+
+flags.DEFINE_string("workdir", "runs/lm", "The study's sweep directory.")
+flags.DEFINE_string("archive", os.path.join(os.path.dirname(os.path.abspath(__file__)), "points"),
+                    "The study's archive (sweep --archive): its points are restored into --workdir first; '' = none.")
+flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
+FLAGS = flags.FLAGS
+PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py")
+STAGE = "stage=main"
+# Context positions (position_loss.json's, 1-based) averaged for the early / late loss columns.
+EARLY = (1, 16)
+LATE = (65, 128)
+
+
+def load_rows(workdir: str) -> list[dict]:
+  """Rows of every point stage=main defines that has a sub-workdir (finished or not), chosen as the sweep does."""
+  base = study.get_config(STAGE)
+  extra = study.get_extra_commands(STAGE)
+  make = lambda overrides: sweep.make_points(PATH, workdir, overrides, base_config=base, extra_commands=extra)
+  overrides = study.get_sweep(STAGE)
+  rows = collect.collect([p for p in make(overrides) if os.path.isdir(p.workdir)])
+  for _ in range(sweep.MAX_FOLLOWUP_ROUNDS):   # rounds: the seeds need the pilot's edge rates first
+    more = [o for o in study.get_followup_sweep(rows, STAGE) if o not in overrides]
+    more = [o for i, o in enumerate(more) if o not in more[:i]]
+    done = [p for p in make(more) if os.path.isdir(p.workdir)]
+    overrides += more
+    if not done:
+      break
+    rows = collect.collect([p for p in make(overrides) if os.path.isdir(p.workdir)])
+  return rows
+
+
+def _ok(rows):
+  return [r for r in rows if r.get("status") == "ok" and isinstance(r.get("bits_per_byte"), (int, float))]
+
+
+def _fmt(v, digits=3):
+  return "…" if v is None else f"{v:.{digits}f}"
+
+
+def _mean(values, digits=3, std=True):
+  m, sd, n = common.mean_std(values) if values else (0.0, 0.0, 0)
+  if n == 0:
+    return "…"
+  return f"{m:.{digits}f}" + (f" ± {sd:.{digits}f}" if std and n > 1 else "")
+
+
+def _width(rows, arm):
+  widths = {r["_overrides"]["model.d_model"] for r in rows if study.label(r) == arm}
+  return min(widths) if widths else None
+
+
+def pilot_table(rows) -> str:
+  lrs = sorted(set(study.PILOT_LRS) | set(study.EDGE_LRS.values()))
+  lines = ["| arm | width | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen |", "|---|---|" + "---|" * (len(lrs) + 1)]
+  ok = _ok(rows)
+  for arm in study.DEFAULT_ARMS:
+    w = _width(rows, arm)
+    if w is None:
+      lines.append(f"| {arm} | … |" + " |" * len(lrs) + " … |")
+      continue
+    cells = []
+    for lr in lrs:
+      r = next((r for r in ok if r["_overrides"] == study._point(arm, w, lr, 0)), None)  # pylint: disable=protected-access
+      cells.append("" if r is None else _fmt(float(r["bits_per_byte"])))
+    lr, _ = study.best_lr(rows, arm, w)
+    lines.append(f"| {arm} | {w} | " + " | ".join(cells) + f" | {'…' if lr is None else f'{lr:g}'} |")
+  return "\n".join(lines) + "\n"
+
+
+def cells(rows):
+  """[(arm, width, lr, finished rows at the chosen rate sorted by seed)] for the arms whose rate is decided."""
+  out = []
+  ok = _ok(rows)
+  for arm in study.DEFAULT_ARMS:
+    w = _width(rows, arm)
+    lr = None if w is None else study.best_lr(rows, arm, w)[0]
+    if lr is None:
+      continue
+    cell = sorted((r for r in ok if study.label(r) == arm and r["_overrides"] == study._point(  # pylint: disable=protected-access
+        arm, w, lr, r["_overrides"]["seed"])), key=lambda r: r["_overrides"]["seed"])
+    out.append((arm, w, lr, cell))
+  return sorted(out, key=lambda c: common.mean_std([float(r["bits_per_byte"]) for r in c[3]])[0] if c[3] else 1e9)
+
+
+def _bits(cell):
+  return [float(r["bits_per_byte"]) for r in cell]
+
+
+def position_loss(row, span) -> float | None:
+  """The point's mean validation loss (nats/token) over context positions span[0]..span[1] (position_loss.json)."""
+  data = collect.read_json(os.path.join(row.get("_workdir", ""), "position_loss.json")) or {}
+  vals = [l for p, l in zip(data.get("position", []), data.get("position_loss", [])) if span[0] <= p <= span[1]]
+  return sum(vals) / len(vals) if vals else None
+
+
+def _values(cell, key):
+  return [float(r[key]) for r in cell if isinstance(r.get(key), (int, float))]
+
+
+def main_table(cs, seeds: int = study.SEEDS) -> str:
+  lines = ["| arm | width | params | state (floats/seq) | lr | bits/byte per seed | mean ± std | train tokens/s | "
+           f"decode ms/token | loss at positions {EARLY[0]}–{EARLY[1]} → {LATE[0]}–{LATE[1]} |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+  for arm, w, lr, cell in cs:
+    bits = _bits(cell)
+    per_seed = " / ".join([f"{b:.3f}" for b in bits] + ["…"] * max(0, seeds - len(bits)))
+    first = cell[0] if cell else {}
+    params = f"{int(first['num_params']):,}" if "num_params" in first else "…"
+    state = f"{int(first['state_size']):,}" if "state_size" in first else "…"
+    if arm == "softmax" and cell:
+      state += f" (KV cache, T={cell[0]['_config'].get('data.seq_len')})"
+    early = [v for v in (position_loss(r, EARLY) for r in cell) if v is not None]
+    late = [v for v in (position_loss(r, LATE) for r in cell) if v is not None]
+    pos = f"{_mean(early, std=False)} → {_mean(late, std=False)}" if early and late else "…"
+    lines.append(f"| {arm} | {w} | {params} | {state} | {lr:g} | {per_seed} | {_mean(bits)} | "
+                 f"{_mean(_values(cell, 'tokens_per_sec'), 0, std=False)} | "
+                 f"{_mean(_values(cell, 'decode_ms_per_token'), 3, std=False)} | {pos} |")
+  return "\n".join(lines) + "\n"
+
+
+def separated(a: list[float], b: list[float]) -> bool:
+  """Whether two arms' seeds do not overlap (each with at least 2 seeds): the difference is larger than the
+  seed spread."""
+  return len(a) >= 2 and len(b) >= 2 and (max(a) < min(b) or max(b) < min(a))
+
+
+def spread_table(cs) -> str:
+  lines = ["| arm | mean | better than (seeds do not overlap) | within the seed spread of (Δ mean) |",
+           "|---|---|---|---|"]
+  for arm, _, _, cell in cs:
+    a = _bits(cell)
+    if not a:
+      continue
+    ma = sum(a) / len(a)
+    worse, within = [], []
+    for other, _, _, ocell in cs:
+      b = _bits(ocell)
+      if other == arm or not b:
+        continue
+      d = ma - sum(b) / len(b)
+      if separated(a, b):
+        if d < 0:
+          worse.append(f"{other} ({d:+.3f})")
+      else:
+        within.append(f"{other} ({d:+.3f})")
+    lines.append(f"| {arm} | {ma:.3f} | {', '.join(worse) or '—'} | {', '.join(within) or '—'} |")
+  return "\n".join(lines) + "\n"
+
+
+def lengths(cs) -> list[int]:
+  out = set()
+  for _, _, _, cell in cs:
+    out |= {int(r["eval_seq_len"]) for r in study.by_length(cell)}
+  return sorted(out)
+
+
+def length_table(cs) -> str:
+  ts = lengths(cs)
+  lines = ["| arm | " + " | ".join(f"T={t:,}" for t in ts) + (f" | T={ts[-1]:,} − T={ts[0]:,} |" if ts else " |"),
+           "|---|" + "---|" * (len(ts) + 1)]
+  for arm, _, _, cell in cs:
+    by = study.by_length(cell)
+    at = {t: [float(r["bits_per_byte"]) for r in by if r["eval_seq_len"] == t] for t in ts}
+    # the change per seed (the same model evaluated at both lengths), then its mean
+    seeds = {r["_overrides"]["seed"]: {} for r in by}
+    for r in by:
+      seeds[r["_overrides"]["seed"]][r["eval_seq_len"]] = float(r["bits_per_byte"])
+    deltas = [v[ts[-1]] - v[ts[0]] for v in seeds.values() if ts and ts[0] in v and ts[-1] in v]
+    change = "…" if not deltas else f"{sum(deltas) / len(deltas):+.3f}"
+    lines.append(f"| {arm} | " + " | ".join(_mean(at[t]) for t in ts) + f" | {change} |")
+  return "\n".join(lines) + "\n"
+
+
+def main(argv):
+  del argv
+  if FLAGS.archive:
+    archive.restore_all(FLAGS.archive, FLAGS.workdir)
+  rows = load_rows(FLAGS.workdir)
+  cs = cells(rows)
+  text = ("### Pilot (seed 0, validation bits/byte at step 1,200 per learning rate)\n\n" + pilot_table(rows) +
+          f"\n### Main (each arm at its chosen rate; seeds {', '.join(map(str, range(study.SEEDS)))}; sorted by "
+          "mean)\n\n" + main_table(cs) +
+          "\n### Seed spread (a difference counts when the arms' seeds do not overlap)\n\n" + spread_table(cs) +
+          "\n### Length generalization (trained at T=128; validation bits/byte, mean ± std over seeds; the last "
+          "column is the mean over seeds of each model's change)\n\n" + length_table(cs))
+  print(text)
+  if FLAGS.out:
+    with open(FLAGS.out, "w") as f:
+      f.write(text)
+    with open(os.path.splitext(FLAGS.out)[0] + ".csv", "w", newline="") as f:
+      w = csv.writer(f)
+      ts = lengths(cs)
+      w.writerow(["arm", "width", "lr", "seed", "num_params", "state_size", "bits_per_byte",
+                  *[f"bits_per_byte@T{t}" for t in ts if t != 128], "tokens_per_sec", "decode_ms_per_token",
+                  "wall_time_s"])
+      for r in _ok(rows):
+        o = r["_overrides"]
+        w.writerow([study.label(r), o.get("model.d_model"), o.get("train.learning_rate"), o.get("seed"),
+                     r.get("num_params"), r.get("state_size"), r.get("bits_per_byte"),
+                     *[r.get(f"bits_per_byte@T{t}") for t in ts if t != 128], r.get("tokens_per_sec"),
+                     r.get("decode_ms_per_token"), r.get("wall_time")])
+
+
+if __name__ == "__main__":
+  app.run(main)
