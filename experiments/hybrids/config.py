@@ -1,20 +1,29 @@
 """Study 6: one softmax layer among linear ones — does it close the recall gap, and at what LM cost?
 
-  python -m linear_seq.studies.sweep --config=experiments/hybrids/config.py:task=mqar --workdir=runs/hybrids_mqar --parallel=2
-  python -m linear_seq.studies.sweep --config=experiments/hybrids/config.py:task=lm --workdir=runs/hybrids_lm --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/hybrids/config.py:task=mqar --workdir=runs/hybrids_mqar \
+      --archive=experiments/hybrids/points_mqar --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/hybrids/config.py:task=lm --workdir=runs/hybrids_lm \
+      --archive=experiments/hybrids/points_lm --parallel=2
 Smoke test: :tiny=True (2 points).
 
 Arms (model.layer_mixers lists one mixer per layer): the 2-layer hybrids gla,softmax and deltanet,softmax and the
 4-layer gla,gla,gla,softmax and deltanet,deltanet,deltanet,softmax, against the pure 2- and 4-layer gla,
-deltanet and softmax models; 2 seeds each (seed-major). At equal parameters: each arm's width is the one of
-WIDTHS whose count is nearest the pure softmax model's of the same depth at the task's reference width.
+deltanet and softmax models. At equal parameters: each arm's width is the one of WIDTHS whose count is nearest
+the pure softmax model's of the same depth at the reference width.
+Learning rates, per arm: seed 0 runs at each of LRS[task] (the sweep's first points); the follow-up points are
+seeds 1.. at each (arm, reference width)'s best seed-0 rate (best_lr: highest accuracy / lowest bits/byte, a
+failed point loses, ties to the smaller rate). Tables and plots use the chosen rate's points (chosen()).
   task=mqar: experiments/mqar/config.py's hard point (T=128, 8 kv pairs, its HARD_STEPS steps, configs/mqar.py's
-             setup 2026-12), reference width 64, lr 1e-3 (the setup's; `lrs=1e-3+3e-3` runs a grid and the
-             plots keep each arm's best).
-  task=lm:   experiments/lm/config.py's Shakespeare LM (1200 steps, T=128), reference width 128, lr 3e-3.
-Options: task=mqar|lm, tiny=True, seeds=N (default 2), arms=gla,softmax+gla (a subset of ARMS' labels,
-'+'-separated), lrs=1e-3+3e-3.
+             setup 2026-12), LRS 1e-3 / 3e-3, reference width 32 (`widths=32+64` adds 64). Not 64 alone:
+             there the pure 2-layer models already recall (the MQAR study's hard grid, 2 seeds: gla 0.998,
+             deltanet 1.000, softmax 1.000), so there is no gap to close; at width 32 the MQAR main grid's
+             (T=64, 4 pairs) gla and deltanet fall to 0.58 / 0.72 (3 seeds) while softmax stays at 0.999.
+  task=lm:   experiments/lm/config.py's Shakespeare LM (1200 steps, T=128), LRS 3e-3 / 1e-2 (the LM pilot's best
+             rates for softmax and for gla / deltanet), reference width 128.
+Options: task=mqar|lm, tiny=True, seeds=N (default 2), arms=gla-softmax+gla2 (a subset of ARMS' labels,
+'+'-separated), lrs=1e-3+3e-3, widths=32+64 (reference widths; task=mqar's default 32, task=lm's 128).
 """
+import functools
 import os
 
 from linear_seq import config_lib
@@ -24,26 +33,40 @@ STUDY = "hybrids"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _MQAR = os.path.join(_HERE, "..", "mqar", "config.py")
 _LM = os.path.join(_HERE, "..", "lm", "config.py")
-OPTIONS = ("task", "tiny", "seeds", "arms", "lrs")
+OPTIONS = ("task", "tiny", "seeds", "arms", "lrs", "widths")
 TASKS = ("mqar", "lm")
-# label -> the per-layer mixer list (model.layer_mixers; its length is model.num_layers)
+# label (a mixer's count of layers after its name; no commas or spaces, so that `arms=` can name them) -> the
+# per-layer mixer list (model.layer_mixers; its length is model.num_layers)
 ARMS = {
-    "gla,softmax": "gla,softmax",
-    "deltanet,softmax": "deltanet,softmax",
-    "gla x3,softmax": "gla,gla,gla,softmax",
-    "deltanet x3,softmax": "deltanet,deltanet,deltanet,softmax",
-    "gla x2": "gla,gla",
-    "deltanet x2": "deltanet,deltanet",
-    "softmax x2": "softmax,softmax",
-    "gla x4": "gla,gla,gla,gla",
-    "deltanet x4": "deltanet,deltanet,deltanet,deltanet",
-    "softmax x4": "softmax,softmax,softmax,softmax",
+    "gla-softmax": "gla,softmax",
+    "deltanet-softmax": "deltanet,softmax",
+    "gla3-softmax": "gla,gla,gla,softmax",
+    "deltanet3-softmax": "deltanet,deltanet,deltanet,softmax",
+    "gla2": "gla,gla",
+    "deltanet2": "deltanet,deltanet",
+    "softmax2": "softmax,softmax",
+    "gla4": "gla,gla,gla,gla",
+    "deltanet4": "deltanet,deltanet,deltanet,deltanet",
+    "softmax4": "softmax,softmax,softmax,softmax",
 }
 SEEDS = 2
-REFERENCE_WIDTH = {"mqar": 64, "lm": 128}
-WIDTHS = {"mqar": tuple(range(48, 81, 8)), "lm": tuple(range(96, 161, 8))}
-LEARNING_RATE = {"mqar": 1e-3, "lm": 3e-3}
-TINY_ARMS = ("gla,softmax", "softmax x2")
+REFERENCE_WIDTHS = {"mqar": (32,), "lm": (128,)}
+# candidate widths (multiples of 8: 4 heads of even size for RoPE)
+WIDTHS = {"mqar": tuple(range(16, 97, 8)), "lm": tuple(range(96, 161, 8))}
+LRS = {"mqar": (1e-3, 3e-3), "lm": (3e-3, 1e-2)}
+METRIC = {"mqar": ("accuracy", "max"), "lm": ("bits_per_byte", "min")}
+TINY_ARMS = ("gla-softmax", "softmax2")
+
+
+def _numbers(opts: dict, key: str, default, kind):
+  text = str(opts.get(key, "+".join(map(str, default))))
+  try:
+    values = [kind(x) for x in text.split("+")]
+  except ValueError:
+    values = []
+  if not values or any(v <= 0 for v in values):
+    raise ValueError(f"{key} must be positive numbers joined by '+', got {opts.get(key)!r}")
+  return values
 
 
 def _opts(arg: str) -> dict:
@@ -52,8 +75,11 @@ def _opts(arg: str) -> dict:
   if task not in TASKS:
     raise ValueError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
   names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), ARMS, "arm")
-  lrs = [float(x) for x in str(opts.get("lrs", LEARNING_RATE[task])).split("+")]
-  return {**opts, "task": task, "arms": names, "lrs": lrs}
+  seeds = int(opts.get("seeds", SEEDS))
+  if seeds < 1:
+    raise ValueError(f"seeds must be >= 1, got {opts['seeds']!r}")
+  return {**opts, "task": task, "arms": names, "seeds": seeds, "lrs": _numbers(opts, "lrs", LRS[task], float),
+          "widths": _numbers(opts, "widths", REFERENCE_WIDTHS[task], int)}
 
 
 def get_config(arg: str = ""):
@@ -77,22 +103,90 @@ def arm_of(row: dict) -> str:
   return next((label for label, m in ARMS.items() if m == mixer), str(mixer))
 
 
-def get_sweep(arg: str = ""):
+def _arm(label: str) -> dict:
+  return {"model.layer_mixers": ARMS[label], "model.num_layers": num_layers(label)}
+
+
+@functools.lru_cache(maxsize=None)
+def widths(arg: str = "") -> dict[tuple[str, int], int]:
+  """{(arm, reference width): the arm's width}: its parameter count nearest the pure softmax model's of the same
+  depth at the reference width (cached: the plots ask per row)."""
   opts = _opts(arg)
-  if opts.get("tiny"):
-    return [{"model.layer_mixers": ARMS[a], "model.num_layers": num_layers(a), "seed": 0} for a in opts["arms"]]
   base = get_config(arg)
   task = opts["task"]
-  arms = [{"model.layer_mixers": ARMS[a], "model.num_layers": num_layers(a)} for a in opts["arms"]]
-  width = {}
-  for depth in sorted({num_layers(a) for a in opts["arms"]}):  # the reference: pure softmax at the same depth
-    names = [a for a in opts["arms"] if num_layers(a) == depth]
-    ref = ({"model.layer_mixers": ",".join(["softmax"] * depth), "model.num_layers": depth}, REFERENCE_WIDTH[task])
-    width.update(zip(names, params.matched_widths(base, [arms[opts["arms"].index(a)] for a in names],
-                                                  WIDTHS[task], ref)))
-  widths = [width[a] for a in opts["arms"]]
-  return [{**arm, "model.d_model": w, "train.learning_rate": lr, "seed": s}
-          for s in range(int(opts.get("seeds", SEEDS))) for arm, w in zip(arms, widths) for lr in opts["lrs"]]
+  out = {}
+  for ref in opts["widths"]:
+    for depth in sorted({num_layers(a) for a in opts["arms"]}):
+      names = [a for a in opts["arms"] if num_layers(a) == depth]
+      reference = ({"model.layer_mixers": ",".join(["softmax"] * depth), "model.num_layers": depth}, ref)
+      out.update({(a, ref): w for a, w in zip(names, params.matched_widths(base, [_arm(a) for a in names],
+                                                                           WIDTHS[task], reference))})
+  return out
+
+
+def _point(arm: str, width: int, lr: float, seed: int) -> dict:
+  return {**_arm(arm), "model.d_model": width, "train.learning_rate": lr, "seed": seed}
+
+
+def get_sweep(arg: str = ""):
+  """Seed 0 of every arm at every rate of LRS (per reference width); the other seeds follow (get_followup_sweep)."""
+  opts = _opts(arg)
+  if opts.get("tiny"):
+    return [{**_arm(a), "seed": 0} for a in opts["arms"]]
+  ws = widths(arg)
+  return [_point(a, ws[a, ref], lr, 0) for ref in opts["widths"] for a in opts["arms"] for lr in opts["lrs"]]
+
+
+def _score(row: dict | None, task: str) -> float:
+  """The point's metric, signed so that lower is better; a missing, failed or NaN point loses."""
+  key, better = METRIC[task]
+  value = None if row is None else row.get(key)
+  ok = row is not None and row.get("status") in ("ok", "skipped") and isinstance(value, (int, float))
+  if not ok or value != value:
+    return float("inf")
+  return -float(value) if better == "max" else float(value)
+
+
+def best_lr(rows, arm: str, width: int, arg: str = "") -> float | None:
+  """The arm's rate at this width: the best seed-0 point over the sweep's rates (ties to the smaller rate);
+  None until all of them have finished."""
+  opts = _opts(arg)
+  by_lr = {r["_overrides"].get("train.learning_rate"): r for r in rows
+           if r["_overrides"] == _point(arm, width, r["_overrides"].get("train.learning_rate"), 0)
+           and r.get("status") in ("ok", "skipped", "failed")}
+  if any(lr not in by_lr for lr in opts["lrs"]):
+    return None
+  return min(opts["lrs"], key=lambda lr: (_score(by_lr[lr], opts["task"]), lr))
+
+
+def get_followup_sweep(rows, arg: str = ""):
+  """Seeds 1.. at each (arm, reference width)'s chosen rate, seed-major (every arm of a seed before the next)."""
+  opts = _opts(arg)
+  if opts.get("tiny"):
+    return []
+  ws = widths(arg)
+  chosen_lr = {k: best_lr(rows, k[0], w, arg) for k, w in ws.items()}
+  return [_point(a, ws[a, ref], chosen_lr[a, ref], s) for s in range(1, opts["seeds"])
+          for ref in opts["widths"] for a in opts["arms"] if chosen_lr[a, ref] is not None]
+
+
+def chosen(rows, arg: str = "") -> list[dict]:
+  """The rows at their arm's chosen rate (what the plots compare); rows without a rate (tiny=True) are kept."""
+  out = []
+  for r in rows:
+    o = r["_overrides"]
+    if "train.learning_rate" not in o:
+      out.append(r)
+    elif best_lr(rows, arm_of(r), o["model.d_model"], arg) == o["train.learning_rate"]:
+      out.append(r)
+  return out
+
+
+def reference_width(row: dict, arg: str = "") -> int | None:
+  """The reference width a point was matched to (its group in the plots)."""
+  o = row.get("_overrides", row)
+  return next((ref for (a, ref), w in widths(arg).items() if a == arm_of(row) and w == o.get("model.d_model")),
+              None)
 
 
 def get_eval_args(arg: str = ""):
@@ -101,9 +195,11 @@ def get_eval_args(arg: str = ""):
 
 def get_plots(arg: str = ""):
   opts = _opts(arg)
-  y = "bits_per_byte" if opts["task"] == "lm" else "accuracy"
-  title = ("Shakespeare LM: validation bits/byte" if opts["task"] == "lm"
-           else "MQAR (T=128, 8 kv pairs): accuracy")
-  better = "min" if opts["task"] == "lm" else "max"
-  return [{"kind": "xy", "x": arm_of, "y": y, "best_over": ["train.learning_rate"], "better": better,
-           "file": f"{y}_by_arm.png", "title": title, "xlabel": "mixer per layer"}]
+  y = METRIC[opts["task"]][0]
+  if opts["task"] == "lm":
+    title, ylabel = "Shakespeare LM (1,200 steps, T=128): validation bits/byte", "validation bits/byte"
+  else:
+    title, ylabel = "MQAR (T=128, 8 kv pairs): validation accuracy", "validation accuracy"
+  group = (lambda r: f"reference width {reference_width(r, arg)}") if len(opts["widths"]) > 1 else None
+  return [{"kind": "xy", "x": arm_of, "y": y, "group": group, "select": lambda rows: chosen(rows, arg),
+           "file": f"{y}_by_arm.png", "title": title, "xlabel": "mixer per layer", "ylabel": ylabel}]

@@ -26,7 +26,8 @@ VARIANTS = {
                                            "task=lm,tiny=True", "seeds=3", "task=lm,maps=elu1+relu"],
     "experiments/decay/config.py": ["", "seeds=3", "task=lm", "tiny=True", "task=lm,tiny=True"],
     "experiments/lm/config.py": ["", "stage=pilot", "tiny=True", "seeds=1", "arms=softmax+gla", "lengths="],
-    "experiments/hybrids/config.py": ["task=mqar", "task=lm", "tiny=True", "task=mqar,seeds=1,lrs=1e-3+3e-3"],
+    "experiments/hybrids/config.py": ["task=mqar", "task=lm", "tiny=True", "task=mqar,seeds=1,lrs=1e-3+3e-3",
+                                      "task=mqar,widths=32+64"],
     "experiments/mqar/ablation.py": ["", "tiny=True", "mixers=softmax,variants=ours/indep"],
 }
 

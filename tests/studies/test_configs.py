@@ -291,3 +291,28 @@ def test_lm_study_learning_rate_from_the_pilot():
       ("gla", 3e-3), ("softmax", 1e-2)]
   with pytest.raises(ValueError, match="unknown stage 'mian'; valid: pilot, main"):
     module.get_sweep("stage=mian")
+
+
+def test_hybrids_learning_rate_per_arm():
+  """Seed 0 of each arm at every rate; the other seeds at the arm's best seed-0 rate (highest accuracy on MQAR,
+  lowest bits/byte on the LM, a failed point losing, ties to the smaller rate), only once all its rates ran."""
+  module = sweep.load_study(_path("hybrids"))
+  arg = "task=mqar,arms=gla-softmax+softmax2,seeds=3"
+  first = module.get_sweep(arg)
+  assert [(p["model.layer_mixers"], p["train.learning_rate"], p["seed"]) for p in first] == [
+      ("gla,softmax", 1e-3, 0), ("gla,softmax", 3e-3, 0), ("softmax,softmax", 1e-3, 0), ("softmax,softmax", 3e-3, 0)]
+  acc = [0.4, 0.9, 0.8, 0.8]   # gla,softmax: 3e-3; softmax x2: a tie, so 1e-3
+  rows = [{"_overrides": p, "status": "ok", "accuracy": a} for p, a in zip(first, acc)]
+  follow = module.get_followup_sweep(rows, arg)
+  assert [(p["model.layer_mixers"], p["train.learning_rate"], p["seed"]) for p in follow] == [
+      ("gla,softmax", 3e-3, 1), ("softmax,softmax", 1e-3, 1), ("gla,softmax", 3e-3, 2), ("softmax,softmax", 1e-3, 2)]
+  assert module.get_followup_sweep(rows[:3], arg) == [p for p in follow if p["model.layer_mixers"] == "gla,softmax"]
+  rows[1] = {**rows[1], "status": "failed", "accuracy": None}   # a diverged point loses
+  assert module.best_lr(rows, "gla-softmax", first[0]["model.d_model"], arg) == 1e-3
+  assert [r["_overrides"]["train.learning_rate"] for r in module.chosen(rows, arg)] == [1e-3, 1e-3]
+  lm = "task=lm,arms=softmax2"
+  pts = module.get_sweep(lm)
+  rows = [{"_overrides": p, "status": "ok", "bits_per_byte": b} for p, b in zip(pts, [2.40, 2.45])]
+  assert module.best_lr(rows, "softmax2", pts[0]["model.d_model"], lm) == 3e-3   # lower bits/byte wins
+  with pytest.raises(ValueError, match="widths must be positive numbers"):
+    module.get_sweep("task=mqar,widths=32+x")
