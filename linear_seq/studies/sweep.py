@@ -364,13 +364,15 @@ def redraw_plots(config_arg: str, workdir: str, *, base_config: ml_collections.C
   study; without curves.json, which sweeps write since 2026-12-01, learning curves and series are skipped)."""
   path, arg = config_lib.split_spec(config_arg)
   module = load_study(path)
-  points = make_points(config_arg, workdir, get_points(module, arg), base_config=base_config)
+  # the extra commands' outputs (decode.json, eval_validation_T512.json, ...) are columns the plots may use
+  kw = dict(base_config=base_config, extra_commands=list(call_hook(module, "get_extra_commands", arg=arg) or []))
+  points = make_points(config_arg, workdir, get_points(module, arg), **kw)
   csv_path = os.path.join(workdir, "results.csv")
   if any(os.path.isdir(p.workdir) for p in points) or not os.path.exists(csv_path):
     rows = collect.collect(points)
     for _ in range(MAX_FOLLOWUP_ROUNDS):  # the follow-up points that have run, chosen as the sweep would
       more = _new_followups(module, arg, points, rows)
-      ran = [p for p in make_points(config_arg, workdir, more, base_config=base_config) if os.path.isdir(p.workdir)]
+      ran = [p for p in make_points(config_arg, workdir, more, **kw) if os.path.isdir(p.workdir)]
       if not ran:
         break
       points += ran

@@ -260,3 +260,48 @@ def test_a_round_runs_every_follow_up_whose_chain_has_finished(tmp_path, monkeyp
   assert ran == [[0], [1, 2, 3]]
   # The hook's rows while round 1 was chosen: seed 3's (not run yet) is not among them; then all four.
   assert seen[:5] == [[0], [0, 1], [0, 1, 2], [0, 1, 2], [0, 1, 2, 3]]
+
+
+PLOTS_STUDY = '''
+import ml_collections
+
+def get_config(arg=""):
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.width = 8
+  c.train = ml_collections.ConfigDict({"num_steps": 4})
+  return c
+
+def get_sweep():
+  return [{"width": 8, "seed": 0}]
+
+def get_followup_sweep(rows):
+  return [{"width": 16, "seed": 0}] if rows else []
+
+def get_extra_commands():
+  return [(["-m", "nothing"], "decode.json"), (["-m", "nothing"], "eval_validation_T512.json")]
+
+def get_plots():
+  return [{"kind": "xy", "x": "width", "y": "decode_ms_per_token", "file": "decode.png"},
+          {"kind": "xy", "x": "width", "y": "bits_per_byte@T512", "file": "long.png"}]
+'''
+
+
+def test_plots_only_redraws_from_the_sub_workdirs_with_the_extra_commands_outputs(tmp_path):
+  """--plots_only reads the points' (and the follow-ups') sub-workdirs, the extra commands' outputs included
+  (decode.json's columns, eval_validation_T512.json's as bits_per_byte@T512), runs nothing, writes no report."""
+  study = tmp_path / "study.py"
+  study.write_text(PLOTS_STUDY)
+  runs = tmp_path / "runs"
+  for width, ms in ((8, 0.2), (16, 0.3)):
+    sub = runs / sweep.point_name({"width": width, "seed": 0})
+    sub.mkdir(parents=True)
+    (sub / "eval.json").write_text(json.dumps({"step": 4, "bits_per_byte": 2.0}))
+    (sub / "decode.json").write_text(json.dumps({"step": 4, "decode_ms_per_token": ms}))
+    (sub / "eval_validation_T512.json").write_text(json.dumps({"step": 4, "bits_per_byte": 2.5}))
+  module = sweep.load_study(str(study))
+  logged = []
+  assert sweep.run_sweep(str(study), str(runs), base_config=module.get_config(), plots_only=True,
+                         log=logged.append) == 0
+  assert logged[-1] == "sweep: drew decode.png, decode.pdf, long.png, long.pdf", logged
+  assert not (runs / "results.csv").exists()
