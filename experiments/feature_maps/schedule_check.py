@@ -8,18 +8,17 @@ final validation accuracy and eval loss. With --schedule=optax the library's own
 """
 import json
 import os
-import sys
 
 from absl import app
 from absl import flags
 import jax.numpy as jnp
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import config as study  # noqa: E402
+from linear_seq import config_lib
+from linear_seq import optim
+from linear_seq import train
 
-from linear_seq import config_lib  # noqa: E402
-from linear_seq import optim  # noqa: E402
-from linear_seq import train  # noqa: E402
+# the study config beside this file, by path (every study's is named config.py)
+study = config_lib.load_module(os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py"))
 
 flags.DEFINE_string("workdir", None, "A fresh training workdir.")
 flags.DEFINE_string("map", "identity", "Feature map (config.MAPS).")

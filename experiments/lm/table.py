@@ -7,32 +7,27 @@ Pilot: every arm's seed-0 validation bits/byte per learning rate, and the rate c
 Main: per arm at its chosen rate, sorted by mean: width, parameters, recurrent state (floats per sequence),
 each seed's bits/byte, mean ± std (sample std over the seeds run), train tokens/s and decode ms/token (means over
 seeds), the validation loss early and late in the context (position_loss.json). Seed spread: for each arm, the
-arms it is separated from (every seed of one below every seed of the other, both with at least 2 seeds) and the
-arms within its seed spread, with the difference of means. Length: bits/byte at every evaluation length
+arms it is better than beyond the seed spread (every seed of one below every seed of the other, both with at
+least 2 seeds), the arms whose seeds overlap its own, and those not decided yet (under 2 seeds on a side), with
+the difference of means. Length: bits/byte at every evaluation length
 (mean ± std over seeds), trained at T=128. Unfinished seeds are shown as '…'.
 Also writes every finished point as a CSV row beside --out.
 """
 import csv
 import os
-import sys
 
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import config as study  # noqa: E402  (the study config beside this file)
+from linear_seq import config_lib
+from linear_seq.studies import archive
+from linear_seq.studies import collect
+from linear_seq.studies import common
+from linear_seq.studies import sweep
 
-from linear_seq.studies import archive  # noqa: E402
-from linear_seq.studies import collect  # noqa: E402
-from linear_seq.studies import common  # noqa: E402
-from linear_seq.studies import sweep  # noqa: E402
-
-flags.DEFINE_string("workdir", "runs/lm", "The study's sweep directory.")
-flags.DEFINE_string("archive", os.path.join(os.path.dirname(os.path.abspath(__file__)), "points"),
-                    "The study's archive (sweep --archive): its points are restored into --workdir first; '' = none.")
-flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
-FLAGS = flags.FLAGS
+ARCHIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "points")
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py")
+study = config_lib.load_module(PATH)  # by path: every study's config is named config.py
 STAGE = "stage=main"
 # Context positions (position_loss.json's, 1-based) averaged for the early / late loss columns.
 EARLY = (1, 16)
@@ -153,25 +148,28 @@ def separated(a: list[float], b: list[float]) -> bool:
 
 
 def spread_table(cs) -> str:
-  lines = ["| arm | mean | better than (seeds do not overlap) | within the seed spread of (Δ mean) |",
-           "|---|---|---|---|"]
+  lines = ["| arm | mean | better than (seeds do not overlap) | seeds overlap (Δ mean) | under 2 seeds on a side (Δ mean) |",
+           "|---|---|---|---|---|"]
   for arm, _, _, cell in cs:
     a = _bits(cell)
     if not a:
       continue
     ma = sum(a) / len(a)
-    worse, within = [], []
+    worse, within, open_ = [], [], []
     for other, _, _, ocell in cs:
       b = _bits(ocell)
       if other == arm or not b:
         continue
-      d = ma - sum(b) / len(b)
-      if separated(a, b):
-        if d < 0:
-          worse.append(f"{other} ({d:+.3f})")
+      d = f"{other} ({ma - sum(b) / len(b):+.3f})"
+      if len(a) < 2 or len(b) < 2:
+        open_.append(d)
+      elif separated(a, b):
+        if ma < sum(b) / len(b):
+          worse.append(d)
       else:
-        within.append(f"{other} ({d:+.3f})")
-    lines.append(f"| {arm} | {ma:.3f} | {', '.join(worse) or '—'} | {', '.join(within) or '—'} |")
+        within.append(d)
+    lines.append(f"| {arm} | {ma:.3f} | {', '.join(worse) or '—'} | {', '.join(within) or '—'} | "
+                 f"{', '.join(open_) or '—'} |")
   return "\n".join(lines) + "\n"
 
 
@@ -199,11 +197,12 @@ def length_table(cs) -> str:
   return "\n".join(lines) + "\n"
 
 
-def main(argv):
-  del argv
-  if FLAGS.archive:
-    archive.restore_all(FLAGS.archive, FLAGS.workdir)
-  rows = load_rows(FLAGS.workdir)
+def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
+  """Prints and returns the tables (writes them to `out`, the rows as .csv beside it); the archived points are
+  restored into `workdir` first unless `archive_dir` is ''."""
+  if archive_dir:
+    archive.restore_all(archive_dir, workdir)
+  rows = load_rows(workdir)
   cs = cells(rows)
   text = ("### Pilot (seed 0, validation bits/byte at step 1,200 per learning rate)\n\n" + pilot_table(rows) +
           f"\n### Main (each arm at its chosen rate; seeds {', '.join(map(str, range(study.SEEDS)))}; sorted by "
@@ -212,10 +211,10 @@ def main(argv):
           "\n### Length generalization (trained at T=128; validation bits/byte, mean ± std over seeds; the last "
           "column is the mean over seeds of each model's change)\n\n" + length_table(cs))
   print(text)
-  if FLAGS.out:
-    with open(FLAGS.out, "w") as f:
+  if out:
+    with open(out, "w") as f:
       f.write(text)
-    with open(os.path.splitext(FLAGS.out)[0] + ".csv", "w", newline="") as f:
+    with open(os.path.splitext(out)[0] + ".csv", "w", newline="") as f:
       w = csv.writer(f)
       ts = lengths(cs)
       w.writerow(["arm", "width", "lr", "seed", "num_params", "state_size", "bits_per_byte",
@@ -227,7 +226,17 @@ def main(argv):
                      r.get("num_params"), r.get("state_size"), r.get("bits_per_byte"),
                      *[r.get(f"bits_per_byte@T{t}") for t in ts if t != 128], r.get("tokens_per_sec"),
                      r.get("decode_ms_per_token"), r.get("wall_time")])
+  return text
 
 
-if __name__ == "__main__":
+def main(argv):
+  del argv
+  write(flags.FLAGS.workdir, flags.FLAGS.archive, flags.FLAGS.out)
+
+
+if __name__ == "__main__":   # flags defined here only: the tests load both studies' table.py in one process
+  flags.DEFINE_string("workdir", "runs/lm", "The study's sweep directory.")
+  flags.DEFINE_string("archive", ARCHIVE, "The study's archive (sweep --archive): its points are restored into "
+                      "--workdir first; '' = none.")
+  flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
   app.run(main)

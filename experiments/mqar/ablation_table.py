@@ -9,21 +9,15 @@ factor to our old choice costs. Unfinished points are shown as '…'. Also write
 import csv
 import os
 import statistics
-import sys
 
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ablation  # noqa: E402  (the study config beside this file)
+from linear_seq import config_lib
+from linear_seq.studies import collect, sweep
 
-from linear_seq import config_lib  # noqa: E402
-from linear_seq.studies import collect, sweep  # noqa: E402
-
-flags.DEFINE_string("workdir", "runs/mqar_ablation", "The ablation sweep's directory.")
-flags.DEFINE_string("arg", "", "The study config's options, as given to the sweep (e.g. 'seeds=3').")
-flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
-FLAGS = flags.FLAGS
+# the ablation's study config beside this file, by path
+ablation = config_lib.load_module(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ablation.py"))
 THRESHOLD = 0.99
 
 
@@ -76,21 +70,30 @@ def markdown(summary) -> str:
   return "\n".join(lines) + "\n"
 
 
-def main(argv):
-  del argv
-  summary = summarize(rows_by_cell(FLAGS.workdir, FLAGS.arg))
+def write(workdir: str, arg: str = "", out: str = "") -> str:
+  """Prints and returns the tables (writes them to `out` too, the rows as .csv beside it)."""
+  summary = summarize(rows_by_cell(workdir, arg))
   text = markdown(summary)
   print(text)
-  if FLAGS.out:
-    with open(FLAGS.out, "w") as f:
+  if out:
+    with open(out, "w") as f:
       f.write(text)
-    with open(os.path.splitext(FLAGS.out)[0] + ".csv", "w", newline="") as f:
+    with open(os.path.splitext(out)[0] + ".csv", "w", newline="") as f:
       w = csv.writer(f)
       w.writerow(["mixer", "variant", "seed", "accuracy", "first_step_0.99", "delta_mean_vs_indep"])
       for s in summary:
         for seed, a, t in zip(s["seed_ids"], s["accuracies"], s["first_steps"]):
           w.writerow([s["mixer"], s["variant"], seed, a, t, s["delta"]])
+  return text
 
 
-if __name__ == "__main__":
+def main(argv):
+  del argv
+  write(flags.FLAGS.workdir, flags.FLAGS.arg, flags.FLAGS.out)
+
+
+if __name__ == "__main__":   # flags defined here only, as in table.py (a process may load several study scripts)
+  flags.DEFINE_string("workdir", "runs/mqar_ablation", "The ablation sweep's directory.")
+  flags.DEFINE_string("arg", "", "The study config's options, as given to the sweep (e.g. 'seeds=3').")
+  flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
   app.run(main)

@@ -16,18 +16,17 @@ are left alone.
 import csv
 import os
 import re
-import sys
 
 from absl import app
 from absl import flags
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import config as study  # noqa: E402  (the study config beside this file)
+from linear_seq import config_lib
+from linear_seq.studies import archive
+from linear_seq.studies import sweep
 
-from linear_seq import config_lib  # noqa: E402
-from linear_seq.studies import archive  # noqa: E402
-from linear_seq.studies import sweep  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+# the study config beside this file, by path (every study's is named config.py)
+study = config_lib.load_module(os.path.join(HERE, "config.py"))
 
 SOURCE = "experiments/mqar/study.csv + study.md (2026-12-02; sub-workdir lost, no learning curve)"
 

@@ -13,26 +13,20 @@ Also writes every finished point as a CSV row beside --out.
 """
 import csv
 import os
-import sys
 
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import config as study  # noqa: E402  (the study config beside this file)
+from linear_seq import config_lib
+from linear_seq.studies import archive
+from linear_seq.studies import collect
+from linear_seq.studies import common
+from linear_seq.studies import sweep
 
-from linear_seq.studies import archive  # noqa: E402
-from linear_seq.studies import collect  # noqa: E402
-from linear_seq.studies import common  # noqa: E402
-from linear_seq.studies import sweep  # noqa: E402
-
-flags.DEFINE_string("workdir", "runs/mqar", "The study's sweep directory.")
-flags.DEFINE_string("archive", os.path.join(os.path.dirname(os.path.abspath(__file__)), "points"),
-                    "The study's archive (sweep --archive): its points are restored into --workdir first; '' = none.")
-flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
-FLAGS = flags.FLAGS
+ARCHIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "points")
 THRESHOLD = 0.9
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py")
+study = config_lib.load_module(PATH)  # by path: every study's config is named config.py
 
 
 def load_rows(workdir: str) -> list[dict]:
@@ -158,11 +152,12 @@ def seedcheck_table(rows, hard: bool = False) -> str:
   return "\n".join(lines) + "\n"
 
 
-def main(argv):
-  del argv
-  if FLAGS.archive:
-    archive.restore_all(FLAGS.archive, FLAGS.workdir)
-  rows = load_rows(FLAGS.workdir)
+def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
+  """Prints and returns the tables (writes them to `out`, the rows as .csv beside it); the archived points are
+  restored into `workdir` first unless `archive_dir` is ''."""
+  if archive_dir:
+    archive.restore_all(archive_dir, workdir)
+  rows = load_rows(workdir)
   text = ("### Pilot (width 64, (64, 4), seed 0; ↑ = still rising)\n\n" + pilot_table(rows) +
           "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +
           f"\n### Hard point (T=128, 8 kv pairs, {study.HARD_STEPS:,} steps)\n\n" + grid_table(grid(rows, hard=True)) +
@@ -173,10 +168,10 @@ def main(argv):
           f"\n### Seed check, hard point (T=128, 8 kv pairs: the same check on the hard grid, its rates at "
           f"{study.HARD_STEPS:,} steps; ↑ = still rising)\n\n" + seedcheck_table(rows, hard=True))
   print(text)
-  if FLAGS.out:
-    with open(FLAGS.out, "w") as f:
+  if out:
+    with open(out, "w") as f:
       f.write(text)
-    with open(os.path.splitext(FLAGS.out)[0] + ".csv", "w", newline="") as f:
+    with open(os.path.splitext(out)[0] + ".csv", "w", newline="") as f:
       w = csv.writer(f)
       w.writerow(["arm", "seq_len", "num_kv_pairs", "width", "lr", "seed", "steps", "state_size", "accuracy",
                   f"first_step_{THRESHOLD}", "wall_time_s"])
@@ -187,7 +182,17 @@ def main(argv):
         w.writerow([study.arm_of(r), c.get("data.seq_len"), c.get("data.num_kv_pairs"), o.get("model.d_model"),
                     o.get("train.learning_rate"), o.get("seed"), c.get("train.num_steps"), r.get("state_size"),
                     r.get("accuracy"), first_step(r), r.get("wall_time")])
+  return text
 
 
-if __name__ == "__main__":
+def main(argv):
+  del argv
+  write(flags.FLAGS.workdir, flags.FLAGS.archive, flags.FLAGS.out)
+
+
+if __name__ == "__main__":   # flags defined here only: the tests load both studies' table.py in one process
+  flags.DEFINE_string("workdir", "runs/mqar", "The study's sweep directory.")
+  flags.DEFINE_string("archive", ARCHIVE, "The study's archive (sweep --archive): its points are restored into "
+                      "--workdir first; '' = none.")
+  flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
   app.run(main)

@@ -18,7 +18,7 @@ TABLE = os.path.join(REPO, "experiments", "lm", "table.py")
 def table():
   spec = importlib.util.spec_from_file_location("lm_table", TABLE)
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)   # defines its absl flags once for this test process
+  spec.loader.exec_module(module)   # defines no absl flags (only when run as a script)
   return module
 
 
@@ -79,7 +79,12 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
                             "2.400 / 2.420 / 2.410 | 2.410 ± 0.010 | 1100 |")
 
   spread = table.spread_table(cs).splitlines()
-  assert spread[2] == "| s4 | 2.353 | — | softmax (-0.058) |"   # s4's seed 1 (2.405) is inside softmax's range
+  assert spread[2] == "| s4 | 2.353 | — | softmax (-0.058) | — |"   # s4's seed 1 (2.405) is inside softmax's range
+  one = [(arm, w, lr, cell[:1]) if arm == "s4" else (arm, w, lr, cell) for arm, w, lr, cell in cs]
+  assert table.spread_table(one).splitlines()[2] == "| s4 | 2.300 | — | — | softmax (-0.110) |"   # 1 seed: open
+  apart = [(arm, w, lr, [{**r, "bits_per_byte": 2.2 + 0.01 * i} for i, r in enumerate(cell)]) if arm == "s4"
+           else (arm, w, lr, cell) for arm, w, lr, cell in cs]
+  assert table.spread_table(apart).splitlines()[2] == "| s4 | 2.205 | softmax (-0.205) | — | — |"
   assert table.separated([2.30, 2.31], [2.40, 2.42]) and not table.separated([2.30], [2.40, 2.42])
   assert not table.separated([2.30, 2.41], [2.40, 2.42])
 
@@ -89,8 +94,7 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   assert lengths[3] == "| softmax | 2.410 ± 0.010 | 3.100 ± 0.100 | 4.100 ± 0.100 | 5.100 ± 0.100 | +2.690 |"
 
   out = tmp_path / "study.md"
-  table.FLAGS(["table", f"--workdir={wd}", f"--out={out}", "--archive="])
-  table.main([])
+  table.write(wd, archive_dir="", out=str(out))
   text = out.read_text()
   assert "### Seed spread" in text and main[2] in text and lengths[3] in text
   with open(tmp_path / "study.csv") as f:

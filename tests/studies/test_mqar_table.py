@@ -19,7 +19,7 @@ TABLE = os.path.join(REPO, "experiments", "mqar", "table.py")
 def table():
   spec = importlib.util.spec_from_file_location("mqar_table", TABLE)
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)   # defines its absl flags once for this test process
+  spec.loader.exec_module(module)   # defines no absl flags (only when run as a script)
   return module
 
 
@@ -86,8 +86,7 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   assert table.seedcheck_table(split + hard_rows) == table.seedcheck_table(split)
 
   out = tmp_path / "study.md"
-  table.FLAGS(["table", f"--workdir={wd}", f"--out={out}", "--archive="])
-  table.main([])
+  table.write(wd, archive_dir="", out=str(out))
   text = out.read_text()
   assert "### Main point" in text and grid[3] in text and check[2] in text
   with open(tmp_path / "study.csv") as f:
