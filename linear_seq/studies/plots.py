@@ -15,7 +15,9 @@ A config's `get_plots()` returns a list of specs (dicts); `draw` writes each to 
 x, y and group may also be functions of a row (e.g. an arm label); `where` values may be predicates; `select`, a
 function of the whole list of rows returning the rows to draw, chooses across rows (e.g. each arm's pilot lr).
 Common keys: title, subtitle (default: the setup read from the rows: task, length, steps, seeds, the
-best-over keys), xlabel, ylabel (default: LABELS, words with units), logx, logy, where, figsize. Accuracy
+best-over keys), xlabel, ylabel (default: LABELS, words with units), logx, logy, where, figsize, groups (every
+group label of the study in order: a group's colour is its place there, so an arm keeps its colour in a plot
+that draws a subset; otherwise groups take colours in the order they appear). Accuracy
 axes stay inside [0, 1]; legends sit outside the axes. Without specs, one dot plot of the main metric.
 """
 import json
@@ -133,7 +135,7 @@ def _draw_xy(ax, rows, spec):
   numeric = bool(xs_all) and all(_is_number(v) for v in xs_all)
   cats = list(dict.fromkeys(str(v) for v in xs_all))
   for i, (g, pts) in enumerate(series.items()):
-    color = _COLORS[i % len(_COLORS)]
+    color = _color(spec, g, i)
     if numeric:
       xs = [p[0] for p in pts]
     else:  # dot plot: categories side by side, the groups a little apart
@@ -178,14 +180,20 @@ def _plain_log_ticks(axis) -> None:
   axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
-def _lines_by_group(ax, lines: list[tuple[str, list, list]]) -> None:
+def _color(spec: dict[str, Any], group: str, i: int) -> str:
+  """Group `group`'s colour: its place in spec['groups'] when listed there, else i (its place in this plot)."""
+  order = [str(g) for g in spec.get("groups", ())]
+  return _COLORS[(order.index(group) if group in order else i) % len(_COLORS)]
+
+
+def _lines_by_group(ax, lines: list[tuple[str, list, list]], spec: dict[str, Any]) -> None:
   """One colour per group; with several points (seeds) in a group, each is a thin line and, where they share
   their x values, the mean is the thick one."""
   groups: dict[str, list] = {}
   for g, xs, ys in lines:
     groups.setdefault(g, []).append((xs, ys))
   for i, (g, members) in enumerate(groups.items()):
-    color = _COLORS[i % len(_COLORS)]
+    color = _color(spec, g, i)
     if len(members) == 1:
       ax.plot(*members[0], color=color, marker="." if len(members[0][0]) < 30 else None, label=g)
       continue
@@ -205,7 +213,7 @@ def _draw_curves(ax, rows, spec):
     pts = [(m[x], m[y]) for m in r.get("_metrics", []) if _is_number(m.get(y)) and x in m]
     if pts:
       lines.append((_label(r, spec.get("group")), *map(list, zip(*pts))))
-  _lines_by_group(ax, lines)
+  _lines_by_group(ax, lines, spec)
   ax.set_xlabel(spec.get("xlabel", label(x)))
   ax.set_ylabel(spec.get("ylabel", label(y)))
   return bool(lines)
@@ -228,7 +236,7 @@ def _draw_series(ax, rows, spec):
     if ys:
       xs = data.get(spec.get("x", "position")) or list(range(1, len(ys) + 1))
       lines.append((_label(r, spec.get("group")), xs, ys))
-  _lines_by_group(ax, lines)
+  _lines_by_group(ax, lines, spec)
   ax.set_xlabel(spec.get("xlabel", label(spec.get("x", "position"))))
   ax.set_ylabel(spec.get("ylabel", label(y)))
   return bool(lines)

@@ -26,6 +26,7 @@ VARIANTS = {
                                            "task=lm,tiny=True", "seeds=3", "task=lm,maps=elu1+relu"],
     "experiments/decay/config.py": ["", "seeds=3", "task=lm", "tiny=True", "task=lm,tiny=True"],
     "experiments/lm/config.py": ["", "stage=pilot", "tiny=True", "seeds=1", "arms=softmax+gla", "lengths="],
+    "experiments/lm/length_check.py": ["", "tiny=True", "arms=s4+s4-fast"],
     "experiments/hybrids/config.py": ["task=mqar", "task=lm", "tiny=True", "task=mqar,seeds=1,lrs=1e-3+3e-3",
                                       "task=mqar,widths=32+64"],
     "experiments/mqar/ablation.py": ["", "tiny=True", "mixers=softmax,variants=ours/indep"],
@@ -54,7 +55,7 @@ def _rows(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def dump_one(path: str, arg: str) -> dict[str, Any]:
   """{"points": [...], "followup": [...] | None, "eval_args": [...] | None, "extra_commands": [...] | None}
-  of one variant, through JSON as the golden file holds it (tuples become lists)."""
+  of one variant, through JSON as the golden file holds it (tuples become lists; the repo's path as <repo>)."""
   module = _load(path)
   points = [dict(p) for p in _call(module, "get_sweep", arg=arg)]
   followup = None
@@ -62,7 +63,7 @@ def dump_one(path: str, arg: str) -> dict[str, Any]:
     followup = [dict(p) for p in _call(module, "get_followup_sweep", _rows(points), arg=arg) or []]
   out = {"points": points, "followup": followup, "eval_args": _call(module, "get_eval_args", arg=arg),
          "extra_commands": _call(module, "get_extra_commands", arg=arg)}
-  return json.loads(json.dumps(out))
+  return json.loads(json.dumps(out).replace(REPO, "<repo>"))   # a script's absolute path, machine-free
 
 
 def dump() -> dict[str, Any]:

@@ -94,3 +94,21 @@ def test_redraw_from_results_csv_and_curves(tmp_path):
   files = plots.draw([{"kind": "curves", "y": "train_loss", "file": "c.png"},
                       {"kind": "xy", "x": "model.d_model", "y": "accuracy", "file": "x.png"}], [back], str(tmp_path))
   assert files == ["c.png", "c.pdf", "x.png", "x.pdf"]
+
+
+def test_groups_keep_their_colour_in_a_plot_of_a_subset():
+  """spec['groups']: a group's colour is its place in that list, whichever groups a plot draws."""
+  rows = _rows([{"m": m, "x": x, "y": 1.0 + x} for m in ("a", "b", "c") for x in (1, 2)])
+  spec = {"kind": "xy", "x": "x", "y": "y", "group": "m", "file": "c.png", "groups": ["a", "b", "c"]}
+  colours = {}
+  for subset in (("a", "b", "c"), ("b", "c"), ("c",)):
+    ax = plots.plt.figure().gca()
+    plots._draw_xy(ax, [r for r in rows if r["m"] in subset], spec)  # pylint: disable=protected-access
+    for line in ax.get_lines():
+      colours.setdefault(line.get_label(), set()).add(line.get_color())
+    plots.plt.close("all")
+  assert all(len(c) == 1 for c in colours.values()) and len(set.union(*colours.values())) == 3
+  ax = plots.plt.figure().gca()   # without 'groups': colours in the order the groups appear
+  plots._draw_xy(ax, [r for r in rows if r["m"] == "c"], {**spec, "groups": ()})  # pylint: disable=protected-access
+  assert ax.get_lines()[0].get_color() == plots._COLORS[0]  # pylint: disable=protected-access
+  plots.plt.close("all")

@@ -1,0 +1,98 @@
+"""Why does S4D lose bits/byte past its training length when the gated mixers do not? (issue 12, part 2)
+
+  python -m linear_seq.studies.sweep --config=experiments/lm/length_check.py --workdir=runs/lm_length \
+      --archive=experiments/lm/points_length --parallel=2
+  python experiments/lm/length_table.py --workdir=runs/lm_length [--out=experiments/lm/length_check.md]
+Smoke test: :tiny=True (2 points).
+
+The LM study (config.py beside this file) trains at T=128 and evaluates at 512 / 2,048 / 8,192: softmax loses
+3.7 bits/byte there (RoPE past its trained distances, the published direction), GLA, Mamba-2 and the gated
+DeltaNets gain ~0.03, but S4D *loses* 0.16 (3 seeds) although it is a decayed recurrence too. The hypothesis
+tested here: S4D's input-independent decays keep slow modes (Δ log-uniform in [dt_min, dt_max] = [1e-3, 1e-1]
+at init: |Ab| = exp(−Δ/2), e-folding horizons 2/Δ from 20 to 2,000 tokens) whose sums keep growing past the
+128 tokens any training row held, while a gated mixer can forget on its input.
+Points (seed 0, the LM study's setup and each arm's chosen rate, 1e-2):
+  s4          the study's arm again (its checkpoint is needed; its bits/byte must repeat the archived 2.292);
+  s4-fast     s4 with model.dt_min = 1/64: at init every mode's horizon 2/Δ ≤ 128 tokens (training may
+              lengthen it; s4_memory.json says by how much);
+  gla         a gated arm that stays flat, for the loss-by-position contrast.
+Per point, after training: the validation split at every T in LENGTHS with the loss per position
+(eval_validation_T<T>.json, position_loss_validation_T<T>.json) and the trained S4D kernels' mass past 128 lags
+(s4_memory.py: s4_memory.json). length_table.py tabulates bits/byte per length and the loss per position band
+of the T=8,192 evaluation (positions 1–128, 129–512, 513–2,048, 2,049–8,192).
+Options: tiny=True, arms=s4+gla (a subset of ARMS).
+"""
+import os
+
+from linear_seq import config_lib
+
+STUDY = "lm_length"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_LM = os.path.join(_HERE, "config.py")
+_MEMORY = os.path.join(_HERE, "s4_memory.py")
+OPTIONS = ("tiny", "arms")
+LR = 1e-2           # the LM pilot's choice for s4 and gla (pilot table in study.md)
+FAST_DT_MIN = 1 / 64  # |Ab| = exp(-dt/2) at init (Re A = -1/2): horizon 2/dt <= 128 tokens
+ARMS = {
+    "s4": {"model.mixer": "s4"},
+    "s4-fast": {"model.mixer": "s4", "model.dt_min": FAST_DT_MIN},
+    "gla": {"model.mixer": "gla"},
+}
+WIDTHS = {"s4": 128, "s4-fast": 128, "gla": 120}   # the LM study's matched widths
+LENGTHS = (512, 2048, 8192)
+BANDS = ((1, 128), (129, 512), (513, 2048), (2049, 8192))   # 1-based positions, the T=8,192 evaluation
+TINY_LENGTH = 64
+
+
+def _lm():
+  return config_lib.load_module(_LM)
+
+
+def _opts(arg: str) -> dict:
+  opts = config_lib.parse_options(arg, OPTIONS)
+  names = (["s4", "gla"] if opts.get("tiny")
+           else config_lib.parse_subset(opts, "arms", list(ARMS), list(ARMS), "arm"))
+  return {**opts, "arms": names}
+
+
+def get_config(arg: str = ""):
+  return _lm().get_config("tiny=True" if _opts(arg).get("tiny") else "")
+
+
+def label(row: dict) -> str:
+  o = row.get("_overrides", row)
+  for name, arm in sorted(ARMS.items(), key=lambda kv: -len(kv[1])):
+    if all(o.get(k) == v for k, v in arm.items()):
+      return name
+  return str(o.get("model.mixer"))
+
+
+def get_sweep(arg: str = ""):
+  opts = _opts(arg)
+  if opts.get("tiny"):
+    return [{**ARMS[a], "seed": 0} for a in opts["arms"]]
+  return [{**ARMS[a], "model.d_model": WIDTHS[a], "train.learning_rate": LR, "seed": 0} for a in opts["arms"]]
+
+
+def get_eval_args(arg: str = ""):
+  del arg
+  return ["--position_loss"]
+
+
+def get_extra_commands(arg: str = ""):
+  tiny = _opts(arg).get("tiny")
+  lengths = [TINY_LENGTH] if tiny else LENGTHS
+  train_len = get_config(arg).data.seq_len
+  out = [(["-m", "linear_seq.evaluate", "--workdir={workdir}", f"--config.eval.seq_len={t}",
+           f"--config.eval.batch_size={8 if tiny else max(1, _lm().EVAL_TOKENS // t)}", "--position_loss",
+           "--overwrite"], f"eval_validation_T{t}.json") for t in lengths]
+  out.append(([_MEMORY, "--workdir={workdir}", f"--train_len={train_len}", f"--max_lag={max(lengths)}"], "s4_memory.json"))
+  return out
+
+
+def get_plots(arg: str = ""):
+  del arg
+  return [{"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label,
+           "select": lambda rows: _lm().by_length(rows), "logx": 2, "file": "bits_per_byte_vs_length.png",
+           "title": "Shakespeare LM trained at T=128 (seed 0): S4D with slow vs fast modes, GLA",
+           "xlabel": "evaluation length (tokens)", "ylabel": "validation bits/byte"}]

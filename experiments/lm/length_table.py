@@ -1,0 +1,121 @@
+"""The length check's tables (experiments/lm/length_check.py) from its sweep directory.
+
+  python experiments/lm/length_table.py --workdir=runs/lm_length [--out=experiments/lm/length_check.md]
+      [--archive=experiments/lm/points_length]   # the default: archived points are restored into --workdir first
+
+Per arm (seed 0): validation bits/byte at the training length and at every evaluation length; the loss per
+position band of the longest evaluation (mean nats/byte over the band's positions, every row of the split);
+and for S4D the trained kernels' share past the training length (s4_memory.json: mean over channels, share of
+channels above 0.1, share of modes with an e-folding horizon past 128 and 2,048 tokens, median horizon).
+"""
+import math
+import os
+
+from absl import app
+from absl import flags
+
+from linear_seq import config_lib
+from linear_seq.studies import archive
+from linear_seq.studies import collect
+from linear_seq.studies import sweep
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PATH = os.path.join(HERE, "length_check.py")
+ARCHIVE = os.path.join(HERE, "points_length")
+study = config_lib.load_module(PATH)  # by path: a study config is loaded as a file, not a package module
+
+
+def load_rows(workdir: str) -> list[dict]:
+  """Rows of every point of the study that has a sub-workdir, with its position-loss files (`_position_loss`:
+  {T: [loss per position]})."""
+  base = study.get_config("")
+  points = sweep.make_points(PATH, workdir, study.get_sweep(""), base_config=base,
+                             extra_commands=study.get_extra_commands(""))
+  rows = collect.collect([p for p in points if os.path.isdir(p.workdir)])
+  for r in rows:
+    sub = r["_workdir"]
+    r["_position_loss"] = {}
+    for t in study.LENGTHS:
+      data = collect.read_json(os.path.join(sub, f"position_loss_validation_T{t}.json")) or {}
+      if data.get("position_loss"):
+        r["_position_loss"][t] = data["position_loss"]
+  return rows
+
+
+def _fmt(v, digits=3) -> str:
+  return f"{v:.{digits}f}" if isinstance(v, (int, float)) and not math.isnan(v) else "…"
+
+
+def band_mean(losses: list[float], lo: int, hi: int) -> float | None:
+  """Mean of positions lo..hi (1-based, inclusive), None if the list is shorter."""
+  if len(losses) < hi:
+    return None
+  part = losses[lo - 1:hi]
+  return sum(part) / len(part)
+
+
+def length_table(rows) -> str:
+  ts = study.LENGTHS
+  lines = ["| arm | T=128 | " + " | ".join(f"T={t:,}" for t in ts) + f" | T={ts[-1]:,} − T=128 |",
+           "|---" * (len(ts) + 3) + "|"]
+  for r in rows:
+    base = r.get("bits_per_byte")
+    at = [r.get(f"bits_per_byte@T{t}") for t in ts]
+    change = at[-1] - base if isinstance(at[-1], (int, float)) and isinstance(base, (int, float)) else None
+    lines.append(f"| {study.label(r)} | {_fmt(base)} | " + " | ".join(_fmt(v) for v in at) +
+                 f" | {'…' if change is None else f'{change:+.3f}'} |")
+  return "\n".join(lines) + "\n"
+
+
+def band_table(rows) -> str:
+  t = study.LENGTHS[-1]
+  lines = ["| arm | " + " | ".join(f"positions {lo:,}–{hi:,}" for lo, hi in study.BANDS) + " |",
+           "|---" * (len(study.BANDS) + 1) + "|"]
+  for r in rows:
+    losses = r["_position_loss"].get(t, [])
+    lines.append(f"| {study.label(r)} | " + " | ".join(_fmt(band_mean(losses, lo, hi)) for lo, hi in study.BANDS)
+                 + " |")
+  return "\n".join(lines) + "\n"
+
+
+MEMORY_KEYS = (("s4_tail_mean", "kernel share past 128 lags (mean over channels)"),
+               ("s4_channels_tail_gt_0.1", "channels with share > 0.1"),
+               ("s4_modes_horizon_gt_128", "modes with horizon > 128"),
+               ("s4_modes_horizon_gt_2048", "modes with horizon > 2,048"),
+               ("s4_horizon_median", "median mode horizon (tokens)"))
+
+
+def memory_table(rows) -> str:
+  s4_rows = [r for r in rows if r.get("s4_layers")]
+  lines = ["| arm | " + " | ".join(words for _, words in MEMORY_KEYS) + " |", "|---" * (len(MEMORY_KEYS) + 1) + "|"]
+  for r in s4_rows:
+    lines.append(f"| {study.label(r)} | " + " | ".join(_fmt(r.get(k), 1 if k == "s4_horizon_median" else 3)
+                                                       for k, _ in MEMORY_KEYS) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
+  if archive_dir:
+    archive.restore_all(archive_dir, workdir)
+  rows = load_rows(workdir)
+  t = study.LENGTHS[-1]
+  text = ("### Validation bits/byte by evaluation length (trained at T=128, seed 0)\n\n" + length_table(rows) +
+          f"\n### Loss per position band at T={t:,} (nats/byte, mean over the band's positions)\n\n" +
+          band_table(rows) + "\n### S4D kernels after training (s4_memory.json)\n\n" + memory_table(rows))
+  print(text)
+  if out:
+    with open(out, "w") as f:
+      f.write(text)
+  return text
+
+
+def main(argv):
+  del argv
+  write(flags.FLAGS.workdir, flags.FLAGS.archive, flags.FLAGS.out)
+
+
+if __name__ == "__main__":   # flags defined here only (the tests load several study scripts in one process)
+  flags.DEFINE_string("workdir", "runs/lm_length", "The length check's sweep directory.")
+  flags.DEFINE_string("archive", ARCHIVE, "Its archive (sweep --archive), restored into --workdir first; '' = none.")
+  flags.DEFINE_string("out", "", "Write the markdown here; '' = stdout only.")
+  app.run(main)
