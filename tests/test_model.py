@@ -44,6 +44,21 @@ def test_model_config_fields_match_config_file():
   assert cfg.vocab_size == 300
 
 
+
+def test_layer_mixers_listing_one_mixer_is_the_same_model():
+  """layer_mixers='deltanet,deltanet' builds the model mixer='deltanet' builds, parameter for parameter (the
+  hybrids study takes its pure 2-layer LM rows from the LM study, which set model.mixer)."""
+  for mixer in ("gla", "deltanet", "softmax"):
+    one = model_lib.LM(model_lib.ModelConfig(**TINY, mixer=mixer, num_layers=2), rngs=nnx.Rngs(3))
+    listed = model_lib.LM(model_lib.ModelConfig(**TINY, layer_mixers=f"{mixer},{mixer}", num_layers=2),
+                          rngs=nnx.Rngs(3))
+    a, b = nnx.state(one, nnx.Param), nnx.state(listed, nnx.Param)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    jax.tree.map(np.testing.assert_array_equal, a, b)
+    tokens = jax.random.randint(jax.random.key(0), (2, 7), 0, V)
+    np.testing.assert_array_equal(one(tokens)[0], listed(tokens)[0])
+
+
 BAD_CONFIGS = [
     (dict(layer_mixers="gla,softmax", num_layers=3), "lists 2 mixers"),
     (dict(mixer="mamba"), "unknown mixer 'mamba'; valid: softmax, linear, retention, gla, s4"),

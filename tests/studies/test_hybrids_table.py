@@ -1,0 +1,71 @@
+"""experiments/hybrids/table.py on sweep directories the test writes: the pilot (seed 0 per rate, the chosen
+rate), the arms at their chosen rates, the pure 2-layer LM arms taken from the LM study's points (marked ‡),
+and the hybrid-vs-pure gaps signed so that + is the hybrid better."""
+import importlib.util
+import json
+import os
+
+import pytest
+
+from linear_seq.studies import sweep
+from tests.helpers import REPO
+
+
+@pytest.fixture(scope="module")
+def table():
+  spec = importlib.util.spec_from_file_location("hybrids_table", os.path.join(REPO, "experiments", "hybrids", "table.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)   # defines no absl flags (only when run as a script)
+  return module
+
+
+def _write_point(workdir, overrides, metrics):
+  sub = os.path.join(workdir, sweep.point_name(overrides))
+  os.makedirs(sub)
+  with open(os.path.join(sub, "eval.json"), "w") as f:
+    json.dump({"step": 100, "num_params": 1000, "state_size": 64, **metrics}, f)
+  with open(os.path.join(sub, "config.json"), "w") as f:
+    json.dump({"data": {"seq_len": 128}, "train": {"num_steps": 100}}, f)
+
+
+# The arms' matched widths (what study.widths gives, pinned by tests/studies/sweep_points.json), fixed here so
+# that the test does not count 200 models' parameters.
+WIDTHS = {"mqar": {a: 32 for a in ("gla-softmax", "deltanet-softmax", "gla3-softmax", "deltanet3-softmax", "gla2",
+                                   "deltanet2", "softmax2", "gla4", "deltanet4", "softmax4")},
+          "lm": {"gla-softmax": 128, "deltanet-softmax": 128, "gla3-softmax": 120, "deltanet3-softmax": 120,
+                 "gla2": 120, "deltanet2": 120, "softmax2": 128, "gla4": 120, "deltanet4": 120, "softmax4": 128}}
+
+
+def test_tables(table, tmp_path, monkeypatch):
+  study = table.study
+  ref = {"mqar": 32, "lm": 128}
+  monkeypatch.setattr(study, "widths", lambda arg="": {(a, ref[t]): w for t in ref if f"task={t}" in arg
+                                                       for a, w in WIDTHS[t].items()})
+  pt = study._point  # pylint: disable=protected-access
+  mq, lm_wd, lm_study_wd = (str(tmp_path / d) for d in ("mqar", "lm", "lm_study"))
+  ws = study.widths("task=mqar")
+  # MQAR: gla-softmax best at 1e-3 (both seeds), gla2 at 3e-3, softmax2 only its seed 0 at 1e-3 so far.
+  for arm, lr, seed, acc in [("gla-softmax", 1e-3, 0, 0.9), ("gla-softmax", 3e-3, 0, 0.5), ("gla-softmax", 1e-3, 1, 0.8),
+                             ("gla2", 1e-3, 0, 0.2), ("gla2", 3e-3, 0, 0.3), ("gla2", 3e-3, 1, 0.1),
+                             ("softmax2", 1e-3, 0, 1.0)]:
+    _write_point(mq, pt(arm, ws[arm, 32], lr, seed), {"accuracy": acc})
+  rows = table.load_rows("mqar", mq)
+  pilot = table.pilot_table(rows, "mqar").splitlines()
+  assert "| gla-softmax | 2 | 32 | 0.900 | 0.500 | 0.001 |" in pilot and "| softmax2 | 2 | 32 | 1.000 |  | … |" in pilot
+  cs = table.cells(rows, "mqar")
+  assert {a: (lr, [r["accuracy"] for r in c]) for a, (_, lr, c) in cs.items()} == {
+      "gla-softmax": (1e-3, [0.9, 0.8]), "gla2": (3e-3, [0.3, 0.1])}
+  gaps = table.gap_table(cs, "mqar").splitlines()
+  assert gaps[2] == "| gla-softmax | gla2: +0.650 (yes) | softmax2: … |"
+  # LM: the hybrids sweep ran deltanet-softmax; gla2 / softmax2 come from the LM study's points.
+  lm = table.config_lib.load_module(table.LM_STUDY)
+  wl = study.widths("task=lm")
+  for lr, seed, bits in [(3e-3, 0, 2.40), (1e-2, 0, 2.36), (1e-2, 1, 2.37), (1e-3, 0, 2.5)]:
+    _write_point(lm_study_wd, lm._point("gla", wl["gla2", 128], lr, seed), {"bits_per_byte": bits})  # pylint: disable=protected-access
+  for lr, seed, bits in [(3e-3, 0, 2.30), (1e-2, 0, 2.35), (3e-3, 1, 2.31)]:
+    _write_point(lm_wd, pt("deltanet-softmax", wl["deltanet-softmax", 128], lr, seed), {"bits_per_byte": bits})
+  text = table.write(str(tmp_path / "none"), lm_wd, lm_study_wd, restore=False, out=str(tmp_path / "s.md"))
+  assert "| gla2 | 2 | 120 | 2.400 ‡ | 2.360 ‡ | 0.01 |" in text.splitlines()      # the LM study's 1e-3 left out
+  assert "| gla2 ‡ | 2 | 120 | 1,000 | 64 | 0.01 | 2.360 / 2.370 | 2.365 ± 0.007 |" in text.splitlines()
+  assert "| deltanet-softmax | deltanet2: … | softmax2: … |" in text.splitlines()
+  assert (tmp_path / "s.md").read_text() == text
