@@ -197,6 +197,31 @@ def length_table(cs) -> str:
   return "\n".join(lines) + "\n"
 
 
+def length_by_rate_table(rows) -> str:
+  """Seed 0's change from T=128 to the longest evaluation length at every pilot rate run (how the length
+  behaviour depends on the training, e.g. how far S4D's step sizes moved from their slow initialization)."""
+  ok = _ok(rows)
+  ts = sorted({int(r["eval_seq_len"]) for r in study.by_length(ok)})
+  if len(ts) < 2:
+    return "(no evaluation past the training length yet)\n"
+  table = {}
+  for arm in study.DEFAULT_ARMS:
+    w = _width(rows, arm)
+    for r in ok:
+      o = r["_overrides"]
+      if w is not None and o == study._point(arm, w, o["train.learning_rate"], 0):  # pylint: disable=protected-access
+        at = {b["eval_seq_len"]: float(b["bits_per_byte"]) for b in study.by_length([r])}
+        if ts[0] in at and ts[-1] in at:
+          table[arm, o["train.learning_rate"]] = at[ts[-1]] - at[ts[0]]
+  lrs = sorted({lr for _, lr in table})
+  lines = ["| arm | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |", "|---|" + "---|" * len(lrs)]
+  for arm in study.DEFAULT_ARMS:
+    if any((arm, lr) in table for lr in lrs):
+      lines.append(f"| {arm} | " + " | ".join(f"{table[arm, lr]:+.3f}" if (arm, lr) in table else "" for lr in lrs)
+                   + " |")
+  return "\n".join(lines) + "\n"
+
+
 def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
   """Prints and returns the tables (writes them to `out`, the rows as .csv beside it); the archived points are
   restored into `workdir` first unless `archive_dir` is ''."""
@@ -209,7 +234,9 @@ def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
           "mean)\n\n" + main_table(cs) +
           "\n### Seed spread (a difference counts when the arms' seeds do not overlap)\n\n" + spread_table(cs) +
           "\n### Length generalization (trained at T=128; validation bits/byte, mean ± std over seeds; the last "
-          "column is the mean over seeds of each model's change)\n\n" + length_table(cs))
+          "column is the mean over seeds of each model's change)\n\n" + length_table(cs) +
+          "\n### Length change by learning rate (seed 0, the pilot: bits/byte at the longest evaluation length "
+          "minus at T=128)\n\n" + length_by_rate_table(rows))
   print(text)
   if out:
     with open(out, "w") as f:

@@ -97,6 +97,10 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   table.write(wd, archive_dir="", out=str(out))
   text = out.read_text()
   assert "### Seed spread" in text and main[2] in text and lengths[3] in text
+  by_rate = table.length_by_rate_table(table.load_rows(wd)).splitlines()
+  assert by_rate[0] == "| arm | lr 0.001 | lr 0.003 | lr 0.01 | lr 0.03 |"
+  assert by_rate[2] == "| softmax | +2.500 | +2.600 | +2.550 |  |" and by_rate[3] == "| s4 | -0.300 | -0.050 | +0.000 | -0.030 |"
+  assert by_rate[2] in text
   with open(tmp_path / "study.csv") as f:
     got = list(csv.DictReader(f))
   assert len(got) == 13
