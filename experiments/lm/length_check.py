@@ -11,11 +11,15 @@ DeltaNets gain ~0.03, but S4D *loses* 0.16 (3 seeds) although it is a decayed re
 tested here: S4D's input-independent decays keep slow modes (Δ log-uniform in [dt_min, dt_max] = [1e-3, 1e-1]
 at init: |Ab| = exp(−Δ/2), e-folding horizons 2/Δ from 20 to 2,000 tokens) whose sums keep growing past the
 128 tokens any training row held, while a gated mixer can forget on its input.
-Points (seed 0, the LM study's setup and each arm's chosen rate, 1e-2):
-  s4          the study's arm again (its checkpoint is needed; its bits/byte must repeat the archived 2.292);
+The LM study's pilot already points there: S4D's loss at T=8,192 minus T=128 falls with the learning rate
+(seed 0: +0.63 at 1e-3 and 3e-3, +0.20 at 1e-2, +0.02 at 3e-2), as if the step sizes had to move far from
+their slow initialization to stop hurting; every other decayed arm's change is the same at every rate.
+Points (seed 0, the LM study's setup and widths), at its chosen rate 1e-2 and at 1e-3 where it lost most:
+  s4          the study's arm again (its checkpoint is needed; its bits/byte must repeat the archived
+              2.292 / 2.640);
   s4-fast     s4 with model.dt_min = 1/64: at init every mode's horizon 2/Δ ≤ 128 tokens (training may
               lengthen it; s4_memory.json says by how much);
-  gla         a gated arm that stays flat, for the loss-by-position contrast.
+  gla         (1e-2 only) a gated arm that stays flat, for the loss-by-position contrast.
 Per point, after training: the validation split at every T in LENGTHS with the loss per position
 (eval_validation_T<T>.json, position_loss_validation_T<T>.json) and the trained S4D kernels' mass past 128 lags
 (s4_memory.py: s4_memory.json). length_table.py tabulates bits/byte per length and the loss per position band
@@ -31,7 +35,6 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _LM = os.path.join(_HERE, "config.py")
 _MEMORY = os.path.join(_HERE, "s4_memory.py")
 OPTIONS = ("tiny", "arms")
-LR = 1e-2           # the LM pilot's choice for s4 and gla (pilot table in study.md)
 FAST_DT_MIN = 1 / 64  # |Ab| = exp(-dt/2) at init (Re A = -1/2): horizon 2/dt <= 128 tokens
 ARMS = {
     "s4": {"model.mixer": "s4"},
@@ -39,6 +42,8 @@ ARMS = {
     "gla": {"model.mixer": "gla"},
 }
 WIDTHS = {"s4": 128, "s4-fast": 128, "gla": 120}   # the LM study's matched widths
+# (arm, learning rate) in run order: 1e-2 is the LM pilot's choice for s4 and gla, 1e-3 where s4 lost most
+POINTS = (("s4", 1e-2), ("s4-fast", 1e-2), ("s4", 1e-3), ("s4-fast", 1e-3), ("gla", 1e-2))
 LENGTHS = (512, 2048, 8192)
 BANDS = ((1, 128), (129, 512), (513, 2048), (2049, 8192))   # 1-based positions, the T=8,192 evaluation
 TINY_LENGTH = 64
@@ -67,11 +72,18 @@ def label(row: dict) -> str:
   return str(o.get("model.mixer"))
 
 
+def point_label(row: dict) -> str:
+  """'s4-fast lr 0.001': the arm and its rate (the tables' and plot's rows)."""
+  lr = row.get("_overrides", row).get("train.learning_rate")
+  return label(row) + ("" if lr is None else f" lr {lr:g}")
+
+
 def get_sweep(arg: str = ""):
   opts = _opts(arg)
   if opts.get("tiny"):
     return [{**ARMS[a], "seed": 0} for a in opts["arms"]]
-  return [{**ARMS[a], "model.d_model": WIDTHS[a], "train.learning_rate": LR, "seed": 0} for a in opts["arms"]]
+  return [{**ARMS[a], "model.d_model": WIDTHS[a], "train.learning_rate": lr, "seed": 0} for a, lr in POINTS
+          if a in opts["arms"]]
 
 
 def get_eval_args(arg: str = ""):
@@ -92,7 +104,7 @@ def get_extra_commands(arg: str = ""):
 
 def get_plots(arg: str = ""):
   del arg
-  return [{"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label,
+  return [{"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": point_label,
            "select": lambda rows: _lm().by_length(rows), "logx": 2, "file": "bits_per_byte_vs_length.png",
            "title": "Shakespeare LM trained at T=128 (seed 0): S4D with slow vs fast modes, GLA",
            "xlabel": "evaluation length (tokens)", "ylabel": "validation bits/byte"}]

@@ -3,7 +3,7 @@
   python experiments/lm/length_table.py --workdir=runs/lm_length [--out=experiments/lm/length_check.md]
       [--archive=experiments/lm/points_length]   # the default: archived points are restored into --workdir first
 
-Per arm (seed 0): validation bits/byte at the training length and at every evaluation length; the loss per
+Per point (arm and learning rate, seed 0): validation bits/byte at the training length and at every evaluation length; the loss per
 position band of the longest evaluation (mean nats/byte over the band's positions, every row of the split);
 and for S4D the trained kernels' share past the training length (s4_memory.json: mean over channels, share of
 channels above 0.1, share of modes with an e-folding horizon past 128 and 2,048 tokens, median horizon).
@@ -62,7 +62,7 @@ def length_table(rows) -> str:
     base = r.get("bits_per_byte")
     at = [r.get(f"bits_per_byte@T{t}") for t in ts]
     change = at[-1] - base if isinstance(at[-1], (int, float)) and isinstance(base, (int, float)) else None
-    lines.append(f"| {study.label(r)} | {_fmt(base)} | " + " | ".join(_fmt(v) for v in at) +
+    lines.append(f"| {study.point_label(r)} | {_fmt(base)} | " + " | ".join(_fmt(v) for v in at) +
                  f" | {'…' if change is None else f'{change:+.3f}'} |")
   return "\n".join(lines) + "\n"
 
@@ -73,7 +73,7 @@ def band_table(rows) -> str:
            "|---" * (len(study.BANDS) + 1) + "|"]
   for r in rows:
     losses = r["_position_loss"].get(t, [])
-    lines.append(f"| {study.label(r)} | " + " | ".join(_fmt(band_mean(losses, lo, hi)) for lo, hi in study.BANDS)
+    lines.append(f"| {study.point_label(r)} | " + " | ".join(_fmt(band_mean(losses, lo, hi)) for lo, hi in study.BANDS)
                  + " |")
   return "\n".join(lines) + "\n"
 
@@ -89,7 +89,7 @@ def memory_table(rows) -> str:
   s4_rows = [r for r in rows if r.get("s4_layers")]
   lines = ["| arm | " + " | ".join(words for _, words in MEMORY_KEYS) + " |", "|---" * (len(MEMORY_KEYS) + 1) + "|"]
   for r in s4_rows:
-    lines.append(f"| {study.label(r)} | " + " | ".join(_fmt(r.get(k), 1 if k == "s4_horizon_median" else 3)
+    lines.append(f"| {study.point_label(r)} | " + " | ".join(_fmt(r.get(k), 1 if k == "s4_horizon_median" else 3)
                                                        for k, _ in MEMORY_KEYS) + " |")
   return "\n".join(lines) + "\n"
 

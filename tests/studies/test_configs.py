@@ -32,7 +32,7 @@ STUDIES = [
     ("decay", "", 10),
     ("decay", "task=lm", 10),
     ("lm", "", 30),
-    ("lm/length_check", "", 3),
+    ("lm/length_check", "", 5),
     ("mqar/ablation", "", 52),
     ("hybrids", "task=mqar", 20),
     ("hybrids", "task=lm", 20),

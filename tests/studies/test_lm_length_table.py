@@ -44,23 +44,24 @@ def _write_point(workdir, overrides, bits, long, band_losses, memory):
 def test_tables_from_a_sweep_directory(table, tmp_path):
   study = table.study
   wd = str(tmp_path / "runs")
-  s4, fast, gla = study.get_sweep("")
-  assert [study.label(p) for p in (s4, fast, gla)] == ["s4", "s4-fast", "gla"]
+  s4, fast, s4_slow, fast_slow, gla = study.get_sweep("")
+  assert [study.point_label(p) for p in (s4, fast, s4_slow, fast_slow, gla)] == [
+      "s4 lr 0.01", "s4-fast lr 0.01", "s4 lr 0.001", "s4-fast lr 0.001", "gla lr 0.01"]
   _write_point(wd, s4, 2.29, (2.31, 2.39, 2.45), (1.60, 1.62, 1.68, 1.72),
                {"s4_layers": 2, "s4_tail_mean": 0.25, "s4_channels_tail_gt_0.1": 0.5, "s4_modes_horizon_gt_128": 0.6,
                 "s4_modes_horizon_gt_2048": 0.1, "s4_horizon_median": 300.0})
   _write_point(wd, gla, 2.36, (2.34, 2.33, 2.33), (1.64, 1.61, 1.61, 1.61), {"s4_layers": 0})
-  rows = table.load_rows(wd)   # s4-fast has no sub-workdir: left out
-  assert [study.label(r) for r in rows] == ["s4", "gla"]
+  rows = table.load_rows(wd)   # the points without a sub-workdir are left out
+  assert [study.point_label(r) for r in rows] == ["s4 lr 0.01", "gla lr 0.01"]
   lengths = table.length_table(rows).splitlines()
   assert lengths[0] == "| arm | T=128 | T=512 | T=2,048 | T=8,192 | T=8,192 − T=128 |"
-  assert lengths[2] == "| s4 | 2.290 | 2.310 | 2.390 | 2.450 | +0.160 |"
-  assert lengths[3] == "| gla | 2.360 | 2.340 | 2.330 | 2.330 | -0.030 |"
+  assert lengths[2] == "| s4 lr 0.01 | 2.290 | 2.310 | 2.390 | 2.450 | +0.160 |"
+  assert lengths[3] == "| gla lr 0.01 | 2.360 | 2.340 | 2.330 | 2.330 | -0.030 |"
   bands = table.band_table(rows).splitlines()
   assert bands[0] == "| arm | positions 1–128 | positions 129–512 | positions 513–2,048 | positions 2,049–8,192 |"
-  assert bands[2] == "| s4 | 1.600 | 1.620 | 1.680 | 1.720 |"
+  assert bands[2] == "| s4 lr 0.01 | 1.600 | 1.620 | 1.680 | 1.720 |"
   memory = table.memory_table(rows).splitlines()
-  assert len(memory) == 3 and memory[2] == "| s4 | 0.250 | 0.500 | 0.600 | 0.100 | 300.0 |"   # gla: no S4D layers
+  assert len(memory) == 3 and memory[2] == "| s4 lr 0.01 | 0.250 | 0.500 | 0.600 | 0.100 | 300.0 |"   # gla: no S4D layers
   assert table.band_mean([1.0, 2.0, 3.0], 2, 3) == 2.5 and table.band_mean([1.0], 1, 2) is None
   text = table.write(wd, archive_dir="", out=str(tmp_path / "check.md"))
   assert (tmp_path / "check.md").read_text() == text and bands[2] in text
