@@ -203,11 +203,7 @@ def write(mqar_workdir: str, lm_workdir: str, lm_study_workdir: str, restore: bo
              "\n### Each arm at its chosen rate\n\n" + main_table(cs, task) + note +
              "\n### Hybrids against the pure models of their depth (+ = the hybrid is better)\n\n" +
              gap_table(cs, task) + "\n")
-  print(text)
-  if out:
-    with open(out, "w") as f:
-      f.write(text)
-  return text
+  return common.emit_markdown(text, out)
 
 
 def main(argv):

@@ -17,6 +17,7 @@ from absl import flags
 from linear_seq import config_lib
 from linear_seq.studies import archive
 from linear_seq.studies import collect
+from linear_seq.studies import common
 from linear_seq.studies import sweep
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -102,11 +103,7 @@ def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
   text = ("### Validation bits/byte by evaluation length (trained at T=128, seed 0)\n\n" + length_table(rows) +
           f"\n### Loss per position band at T={t:,} (nats/byte, mean over the band's positions)\n\n" +
           band_table(rows) + "\n### S4D kernels after training (s4_memory.json)\n\n" + memory_table(rows))
-  print(text)
-  if out:
-    with open(out, "w") as f:
-      f.write(text)
-  return text
+  return common.emit_markdown(text, out)
 
 
 def main(argv):
@@ -114,8 +111,6 @@ def main(argv):
   write(flags.FLAGS.workdir, flags.FLAGS.archive, flags.FLAGS.out)
 
 
-if __name__ == "__main__":   # flags defined here only (the tests load several study scripts in one process)
-  flags.DEFINE_string("workdir", "runs/lm_length", "The length check's sweep directory.")
-  flags.DEFINE_string("archive", ARCHIVE, "Its archive (sweep --archive), restored into --workdir first; '' = none.")
-  flags.DEFINE_string("out", "", "Write the markdown here; '' = stdout only.")
+if __name__ == "__main__":   # flags defined here only (the tests load several table scripts in one process)
+  common.define_table_flags("runs/lm_length", ARCHIVE)
   app.run(main)

@@ -237,10 +237,8 @@ def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
           "column is the mean over seeds of each model's change)\n\n" + length_table(cs) +
           "\n### Length change by learning rate (seed 0, the pilot: bits/byte at the longest evaluation length "
           "minus at T=128)\n\n" + length_by_rate_table(rows))
-  print(text)
+  common.emit_markdown(text, out)
   if out:
-    with open(out, "w") as f:
-      f.write(text)
     with open(os.path.splitext(out)[0] + ".csv", "w", newline="") as f:
       w = csv.writer(f)
       ts = lengths(cs)
@@ -261,9 +259,6 @@ def main(argv):
   write(flags.FLAGS.workdir, flags.FLAGS.archive, flags.FLAGS.out)
 
 
-if __name__ == "__main__":   # flags defined here only: the tests load both studies' table.py in one process
-  flags.DEFINE_string("workdir", "runs/lm", "The study's sweep directory.")
-  flags.DEFINE_string("archive", ARCHIVE, "The study's archive (sweep --archive): its points are restored into "
-                      "--workdir first; '' = none.")
-  flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
+if __name__ == "__main__":   # flags defined here only: the tests load several table scripts in one process
+  common.define_table_flags("runs/lm", ARCHIVE)
   app.run(main)

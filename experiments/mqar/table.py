@@ -167,10 +167,8 @@ def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
           f"at the chosen rate for {study.SEEDCHECK_STEPS:,} steps; ↑ = still rising)\n\n" + seedcheck_table(rows) +
           f"\n### Seed check, hard point (T=128, 8 kv pairs: the same check on the hard grid, its rates at "
           f"{study.HARD_STEPS:,} steps; ↑ = still rising)\n\n" + seedcheck_table(rows, hard=True))
-  print(text)
+  common.emit_markdown(text, out)
   if out:
-    with open(out, "w") as f:
-      f.write(text)
     with open(os.path.splitext(out)[0] + ".csv", "w", newline="") as f:
       w = csv.writer(f)
       w.writerow(["arm", "seq_len", "num_kv_pairs", "width", "lr", "seed", "steps", "state_size", "accuracy",
@@ -190,9 +188,6 @@ def main(argv):
   write(flags.FLAGS.workdir, flags.FLAGS.archive, flags.FLAGS.out)
 
 
-if __name__ == "__main__":   # flags defined here only: the tests load both studies' table.py in one process
-  flags.DEFINE_string("workdir", "runs/mqar", "The study's sweep directory.")
-  flags.DEFINE_string("archive", ARCHIVE, "The study's archive (sweep --archive): its points are restored into "
-                      "--workdir first; '' = none.")
-  flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
+if __name__ == "__main__":   # flags defined here only: the tests load several table scripts in one process
+  common.define_table_flags("runs/mqar", ARCHIVE)
   app.run(main)

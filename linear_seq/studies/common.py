@@ -1,5 +1,5 @@
 """What the studies share: the environment a result was measured in, markdown tables, XLA's compiled memory,
-timing one call, and the mean ± std over seeds."""
+timing one call, the mean ± std over seeds, and the flags of a study's table script."""
 import importlib.metadata
 import os
 import platform
@@ -7,6 +7,7 @@ import statistics
 import time
 from typing import Any, Callable, Iterable, Sequence
 
+from absl import flags
 import jax
 
 # Libraries whose versions a study's results.md records.
@@ -68,3 +69,22 @@ def timed(fn: Callable[..., Any], *args) -> tuple[Any, float, float]:
 def mean_std(values: Sequence[float]) -> tuple[float, float, int]:
   """(mean, sample std (0 for one value), n) over seeds."""
   return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0, len(values)
+
+
+def define_table_flags(workdir: str, archive_dir: str) -> None:
+  """--workdir, --archive and --out of a study's table script (experiments/<study>/table.py), defined when it
+  runs as a script only (tests load several of them in one process, and absl flags are process-global)."""
+  flags.DEFINE_string("workdir", workdir, "The study's sweep directory.")
+  flags.DEFINE_string("archive", archive_dir, "The study's archive (sweep --archive): its points are restored into "
+                      "--workdir first; '' = none.")
+  flags.DEFINE_string("out", "", "Write the markdown here (a table script may write its rows as .csv beside it); "
+                      "'' = stdout only.")
+
+
+def emit_markdown(text: str, out: str = "") -> str:
+  """Prints a table script's markdown and writes it to `out` too ('' = print only); returns it."""
+  print(text)
+  if out:
+    with open(out, "w") as f:
+      f.write(text)
+  return text
