@@ -21,7 +21,9 @@ failed point loses, ties to the smaller rate). Tables and plots use the chosen r
   task=lm:   experiments/lm/config.py's Shakespeare LM (1200 steps, T=128), LRS 3e-3 / 1e-2 (the LM pilot's best
              rates for softmax and for gla / deltanet), reference width 128.
 Options: task=mqar|lm, tiny=True, seeds=N (default 2), arms=gla-softmax+gla2 (a subset of ARMS' labels,
-'+'-separated), lrs=1e-3+3e-3, widths=32+64 (reference widths; task=mqar's default 32, task=lm's 128).
+'+'-separated; default: all but the softmax-first orders softmax-gla / softmax-deltanet, the layer-order check),
+lrs=1e-3+3e-3, widths=32+64 (reference widths; task=mqar's default 32, task=lm's 128), steps=N (train.num_steps
+for every point instead of the task's budget; the schedule stretches with it).
 """
 import functools
 import os
@@ -33,7 +35,7 @@ STUDY = "hybrids"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _MQAR = os.path.join(_HERE, "..", "mqar", "config.py")
 _LM = os.path.join(_HERE, "..", "lm", "config.py")
-OPTIONS = ("task", "tiny", "seeds", "arms", "lrs", "widths")
+OPTIONS = ("task", "tiny", "seeds", "arms", "lrs", "widths", "steps")
 TASKS = ("mqar", "lm")
 # label (a mixer's count of layers after its name; no commas or spaces, so that `arms=` can name them) -> the
 # per-layer mixer list (model.layer_mixers; its length is model.num_layers)
@@ -48,7 +50,11 @@ ARMS = {
     "gla4": "gla,gla,gla,gla",
     "deltanet4": "deltanet,deltanet,deltanet,deltanet",
     "softmax4": "softmax,softmax,softmax,softmax",
+    # not in the default set: the 2-layer hybrids with the softmax layer first (the layer-order check)
+    "softmax-gla": "softmax,gla",
+    "softmax-deltanet": "softmax,deltanet",
 }
+DEFAULT_ARMS = tuple(ARMS)[:10]
 SEEDS = 2
 REFERENCE_WIDTHS = {"mqar": (32,), "lm": (128,)}
 # candidate widths (multiples of 8: 4 heads of even size for RoPE)
@@ -74,12 +80,13 @@ def _opts(arg: str) -> dict:
   task = str(opts.get("task", "mqar"))
   if task not in TASKS:
     raise ValueError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
-  names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), ARMS, "arm")
+  names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), DEFAULT_ARMS, "arm")
   seeds = int(opts.get("seeds", SEEDS))
   if seeds < 1:
     raise ValueError(f"seeds must be >= 1, got {opts['seeds']!r}")
+  steps = _numbers(opts, "steps", [0], int)[0] if "steps" in opts else None
   return {**opts, "task": task, "arms": names, "seeds": seeds, "lrs": _numbers(opts, "lrs", LRS[task], float),
-          "widths": _numbers(opts, "widths", REFERENCE_WIDTHS[task], int)}
+          "widths": _numbers(opts, "widths", REFERENCE_WIDTHS[task], int), "steps": steps}
 
 
 def get_config(arg: str = ""):
@@ -124,8 +131,10 @@ def widths(arg: str = "") -> dict[tuple[str, int], int]:
   return out
 
 
-def _point(arm: str, width: int, lr: float, seed: int) -> dict:
-  return {**_arm(arm), "model.d_model": width, "train.learning_rate": lr, "seed": seed}
+def _point(arm: str, width: int, lr: float, seed: int, steps: int | None = None) -> dict:
+  """A point's overrides; `steps` (the steps=N option) sets train.num_steps, otherwise the task's own budget."""
+  point = {**_arm(arm), "model.d_model": width, "train.learning_rate": lr, "seed": seed}
+  return point if steps is None else {**point, "train.num_steps": steps}
 
 
 def get_sweep(arg: str = ""):
@@ -134,7 +143,8 @@ def get_sweep(arg: str = ""):
   if opts.get("tiny"):
     return [{**_arm(a), "seed": 0} for a in opts["arms"]]
   ws = widths(arg)
-  return [_point(a, ws[a, ref], lr, 0) for ref in opts["widths"] for a in opts["arms"] for lr in opts["lrs"]]
+  return [_point(a, ws[a, ref], lr, 0, opts["steps"]) for ref in opts["widths"] for a in opts["arms"]
+          for lr in opts["lrs"]]
 
 
 def _score(row: dict | None, task: str) -> float:
@@ -152,7 +162,7 @@ def best_lr(rows, arm: str, width: int, arg: str = "") -> float | None:
   None until all of them have finished."""
   opts = _opts(arg)
   by_lr = {r["_overrides"].get("train.learning_rate"): r for r in rows
-           if r["_overrides"] == _point(arm, width, r["_overrides"].get("train.learning_rate"), 0)
+           if r["_overrides"] == _point(arm, width, r["_overrides"].get("train.learning_rate"), 0, opts["steps"])
            and r.get("status") in ("ok", "skipped", "failed")}
   if any(lr not in by_lr for lr in opts["lrs"]):
     return None
@@ -166,7 +176,7 @@ def get_followup_sweep(rows, arg: str = ""):
     return []
   ws = widths(arg)
   chosen_lr = {k: best_lr(rows, k[0], w, arg) for k, w in ws.items()}
-  return [_point(a, ws[a, ref], chosen_lr[a, ref], s) for s in range(1, opts["seeds"])
+  return [_point(a, ws[a, ref], chosen_lr[a, ref], s, opts["steps"]) for s in range(1, opts["seeds"])
           for ref in opts["widths"] for a in opts["arms"] if chosen_lr[a, ref] is not None]
 
 
