@@ -1,7 +1,7 @@
 """The hybrids study's tables (experiments/hybrids/config.py), both tasks, from their sweep directories.
 
   python experiments/hybrids/table.py [--mqar_workdir=runs/hybrids_mqar] [--lm_workdir=runs/hybrids_lm]
-      [--out=experiments/hybrids/study.md] [--plots_dir=experiments/hybrids]
+      [--out=experiments/hybrids/study.md] [--plots_dir=experiments/hybrids] [--check_workdir=runs/hybrids_mqar_check]
 The archived points (points_mqar/, points_lm/) are restored into the workdirs first ('--archive=False': not).
 
 task=lm's pure 2-layer arms (gla2, deltanet2, softmax2) come from the LM study (experiments/lm/points, restored
@@ -31,6 +31,10 @@ PATH = os.path.join(HERE, "config.py")
 LM_STUDY = os.path.join(HERE, "..", "lm", "config.py")
 study = config_lib.load_module(PATH)  # by path: every study's config is named config.py
 ARCHIVES = {"mqar": os.path.join(HERE, "points_mqar"), "lm": os.path.join(HERE, "points_lm")}
+CHECK_ARCHIVE = os.path.join(HERE, "points_mqar_check")
+# The MQAR check's sweeps (config arg): the softmax-first order, and 3,000 steps for gla,softmax and gla2.
+CHECKS = ("task=mqar,arms=softmax-gla", "task=mqar,arms=gla-softmax+gla2,seeds=1,steps=3000")
+CURVE_STEPS = (500, 1000, 1500, 2000, 2500, 3000)
 LM_ARCHIVE = os.path.join(HERE, "..", "lm", "points")
 # the hybrids' pure 2-layer arm -> the LM study's arm
 FROM_LM = {"gla2": "gla", "deltanet2": "deltanet", "softmax2": "softmax"}
@@ -174,12 +178,43 @@ def gap_table(cs, task) -> str:
   return "\n".join(lines) + "\n"
 
 
+def check_rows(workdir: str) -> list[dict]:
+  """The MQAR check's finished points (CHECKS), each sweep's seed 0 at every rate and its follow-ups."""
+  rows, seen = [], set()
+  for arg in CHECKS:
+    base = study.get_config(arg)
+    make = lambda overrides, arg=arg, base=base: sweep.make_points(f"{PATH}:{arg}", workdir, overrides,
+                                                                   base_config=base)
+    overrides = study.get_sweep(arg)
+    got = collect.collect([p for p in make(overrides) if os.path.isdir(p.workdir)])
+    more = [o for o in study.get_followup_sweep(got, arg) if o not in overrides]
+    for r in collect.collect([p for p in make(overrides + more) if os.path.isdir(p.workdir)]):
+      if r["name"] not in seen and r.get("status") == "ok":
+        seen.add(r["name"])
+        rows.append(r)
+  return rows
+
+
+def check_table(rows) -> str:
+  """Per check point: arm, steps, rate, seed, final accuracy, and the evaluation accuracy at CURVE_STEPS."""
+  lines = ["| arm | steps | lr | seed | accuracy | " + " | ".join(f"at {t:,}" for t in CURVE_STEPS) + " |",
+           "|---|---|---|---|---|" + "---|" * len(CURVE_STEPS)]
+  for r in rows:
+    o = r["_overrides"]
+    curve = {m["step"]: m["eval_accuracy"] for m in r.get("_metrics", []) if "eval_accuracy" in m}
+    steps = int(r["_config"].get("train.num_steps", 0))
+    lines.append(f"| {study.arm_of(r)} | {steps:,} | {o['train.learning_rate']:g} | {o['seed']} | "
+                 f"{r['accuracy']:.3f} | " + " | ".join(f"{curve[t]:.3f}" if t in curve else "" for t in CURVE_STEPS)
+                 + " |")
+  return "\n".join(lines) + "\n"
+
+
 TITLES = {"mqar": "MQAR (T=128, 8 key-value pairs, 1,500 steps; reference width 32): validation accuracy",
           "lm": "Shakespeare LM (1,200 steps, T=128; reference width 128): validation bits/byte"}
 
 
 def write(mqar_workdir: str, lm_workdir: str, lm_study_workdir: str, restore: bool = True, out: str = "",
-          plots_dir: str = "") -> str:
+          plots_dir: str = "", check_workdir: str = "") -> str:
   """Prints and returns the tables (writes them to `out` too) and draws each task's plot (config.get_plots, PNG +
   PDF) into `plots_dir` ('' = none) from the same rows, the LM study's included."""
   text = ""
@@ -203,19 +238,26 @@ def write(mqar_workdir: str, lm_workdir: str, lm_study_workdir: str, restore: bo
              "\n### Each arm at its chosen rate\n\n" + main_table(cs, task) + note +
              "\n### Hybrids against the pure models of their depth (+ = the hybrid is better)\n\n" +
              gap_table(cs, task) + "\n")
+  if check_workdir:
+    if restore and os.path.isdir(CHECK_ARCHIVE):
+      archive.restore_all(CHECK_ARCHIVE, check_workdir)
+    text += ("## MQAR check: layer order and training length (width 32; evaluation accuracy during training)\n\n"
+             + check_table(check_rows(check_workdir)) + "\n")
   return common.emit_markdown(text, out)
 
 
 def main(argv):
   del argv
   f = flags.FLAGS
-  write(f.mqar_workdir, f.lm_workdir, f.lm_study_workdir, f.archive, f.out, f.plots_dir)
+  write(f.mqar_workdir, f.lm_workdir, f.lm_study_workdir, f.archive, f.out, f.plots_dir, f.check_workdir)
 
 
 if __name__ == "__main__":   # flags defined here only (the tests load several study scripts in one process)
   flags.DEFINE_string("mqar_workdir", "runs/hybrids_mqar", "task=mqar's sweep directory.")
   flags.DEFINE_string("lm_workdir", "runs/hybrids_lm", "task=lm's sweep directory.")
   flags.DEFINE_string("lm_study_workdir", "runs/lm", "The LM study's sweep directory (its pure 2-layer rows).")
+  flags.DEFINE_string("check_workdir", "runs/hybrids_mqar_check", "The MQAR check's sweep directory (CHECKS); '' = "
+                      "no check table.")
   flags.DEFINE_bool("archive", True, "Restore the archived points (points_mqar/, points_lm/, the LM study's "
                     "points/) into the workdirs first.")
   flags.DEFINE_string("out", "", "Write the markdown here; '' = stdout only.")

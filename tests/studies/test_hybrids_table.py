@@ -19,19 +19,21 @@ def table():
   return module
 
 
-def _write_point(workdir, overrides, metrics):
+def _write_point(workdir, overrides, metrics, curve=(), steps=100):
   sub = os.path.join(workdir, sweep.point_name(overrides))
   os.makedirs(sub)
+  with open(os.path.join(sub, "metrics.jsonl"), "w") as f:
+    f.writelines(json.dumps({"step": 500 * (i + 1), "eval_accuracy": a}) + "\n" for i, a in enumerate(curve))
   with open(os.path.join(sub, "eval.json"), "w") as f:
     json.dump({"step": 100, "num_params": 1000, "state_size": 64, **metrics}, f)
   with open(os.path.join(sub, "config.json"), "w") as f:
-    json.dump({"data": {"seq_len": 128}, "train": {"num_steps": 100}}, f)
+    json.dump({"data": {"seq_len": 128}, "train": {"num_steps": steps}}, f)
 
 
 # The arms' matched widths (what study.widths gives, pinned by tests/studies/sweep_points.json), fixed here so
 # that the test does not count 200 models' parameters.
 WIDTHS = {"mqar": {a: 32 for a in ("gla-softmax", "deltanet-softmax", "gla3-softmax", "deltanet3-softmax", "gla2",
-                                   "deltanet2", "softmax2", "gla4", "deltanet4", "softmax4")},
+                                   "deltanet2", "softmax2", "gla4", "deltanet4", "softmax4", "softmax-gla", "softmax-deltanet")},
           "lm": {"gla-softmax": 128, "deltanet-softmax": 128, "gla3-softmax": 120, "deltanet3-softmax": 120,
                  "gla2": 120, "deltanet2": 120, "softmax2": 128, "gla4": 120, "deltanet4": 120, "softmax4": 128}}
 
@@ -69,3 +71,11 @@ def test_tables(table, tmp_path, monkeypatch):
   assert "| gla2 ‡ | 2 | 120 | 1,000 | 64 | 0.01 | 2.360 / 2.370 | 2.365 ± 0.007 |" in text.splitlines()
   assert "| deltanet-softmax | deltanet2: … | softmax2: … |" in text.splitlines()
   assert (tmp_path / "s.md").read_text() == text
+  # the MQAR check: gla,softmax trained 3,000 steps (its curve every 500 steps), softmax,gla at 1,500
+  check = str(tmp_path / "check")
+  _write_point(check, {**pt("gla-softmax", 32, 1e-3, 0), "train.num_steps": 3000}, {"accuracy": 0.9},
+               curve=(0.1, 0.2, 0.3, 0.5, 0.8, 0.9), steps=3000)
+  _write_point(check, pt("softmax-gla", 32, 3e-3, 0), {"accuracy": 1.0}, curve=(0.1, 1.0, 1.0), steps=1500)
+  lines = table.check_table(table.check_rows(check)).splitlines()
+  assert lines[2:] == ["| softmax-gla | 1,500 | 0.003 | 0 | 1.000 | 0.100 | 1.000 | 1.000 |  |  |  |",
+                       "| gla-softmax | 3,000 | 0.001 | 0 | 0.900 | 0.100 | 0.200 | 0.300 | 0.500 | 0.800 | 0.900 |"]
