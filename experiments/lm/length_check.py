@@ -19,7 +19,8 @@ Points (seed 0, the LM study's setup and widths), at its chosen rate 1e-2 and at
               2.292 / 2.640);
   s4-fast     s4 with model.dt_min = 1/64: at init every mode's horizon 2/Δ ≤ 128 tokens (training may
               lengthen it; s4_memory.json says by how much);
-  gla         (1e-2 only) a gated arm that stays flat, for the loss-by-position contrast.
+  gla         (1e-2 only) a gated arm that stays flat, for the loss-by-position contrast (not run on
+              2026-12-04: the four S4D points answered the question; `:arms=gla` runs it).
 Per point, after training: the validation split at every T in LENGTHS with the loss per position
 (eval_validation_T<T>.json, position_loss_validation_T<T>.json) and the trained S4D kernels' mass past 128 lags
 (s4_memory.py: s4_memory.json). length_table.py tabulates bits/byte per length and the loss per position band
@@ -106,5 +107,5 @@ def get_plots(arg: str = ""):
   del arg
   return [{"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": point_label,
            "select": lambda rows: _lm().by_length(rows), "logx": 2, "file": "bits_per_byte_vs_length.png",
-           "title": "Shakespeare LM trained at T=128 (seed 0): S4D with slow vs fast modes, GLA",
+           "title": "Shakespeare LM trained at T=128 (seed 0): S4D with slow vs fast modes",
            "xlabel": "evaluation length (tokens)", "ylabel": "validation bits/byte"}]

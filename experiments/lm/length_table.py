@@ -100,7 +100,11 @@ def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
     archive.restore_all(archive_dir, workdir)
   rows = load_rows(workdir)
   t = study.LENGTHS[-1]
-  text = ("### Validation bits/byte by evaluation length (trained at T=128, seed 0)\n\n" + length_table(rows) +
+  text = ("# The S4D length check (experiments/lm/length_check.py; README: experiments/lm/README.md)\n\n"
+          "Commands: `python -m linear_seq.studies.sweep --config=experiments/lm/length_check.py --workdir=runs/lm_length "
+          "--archive=experiments/lm/points_length --parallel=2`, then `python experiments/lm/length_table.py "
+          "--workdir=runs/lm_length --out=experiments/lm/length_check.md`.\n\n"
+          "### Validation bits/byte by evaluation length (trained at T=128, seed 0)\n\n" + length_table(rows) +
           f"\n### Loss per position band at T={t:,} (nats/byte, mean over the band's positions)\n\n" +
           band_table(rows) + "\n### S4D kernels after training (s4_memory.json)\n\n" + memory_table(rows))
   return common.emit_markdown(text, out)
