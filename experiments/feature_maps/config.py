@@ -79,5 +79,6 @@ def get_plots(arg: str = ""):
       {"kind": "xy", "x": "model.feature_map", "y": metric, "file": f"{metric}_by_feature_map.png",
        "title": f"linear attention: {METRIC_WORDS[metric]} by feature map", "xlabel": "feature map φ"},
       {"kind": "curves", "y": "eval_loss", "group": "model.feature_map", "file": "eval_loss_curves.png",
-       "title": "linear attention: validation loss during training"},
+       "title": "linear attention: validation loss during training",
+       **({} if metric == "accuracy" else {"ylabel": "validation loss (nats/byte)"})},   # byte-level: a token is a byte
   ]
