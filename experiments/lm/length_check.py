@@ -12,8 +12,10 @@ tested here: S4D's input-independent decays keep slow modes (Δ log-uniform in [
 at init: |Ab| = exp(−Δ/2), e-folding horizons 2/Δ from 20 to 2,000 tokens) whose sums keep growing past the
 128 tokens any training row held, while a gated mixer can forget on its input.
 The LM study's pilot already points there: S4D's loss at T=8,192 minus T=128 falls with the learning rate
-(seed 0: +0.63 at 1e-3 and 3e-3, +0.20 at 1e-2, +0.02 at 3e-2), as if the step sizes had to move far from
-their slow initialization to stop hurting; every other decayed arm's change is the same at every rate.
+(seed 0: +0.63 at 1e-3 and 3e-3, +0.20 at 1e-2, +0.02 at 3e-2); every other decayed arm's change is the same
+at every rate. Result (2026-12-04, length_check.md): s4-fast removes the loss (+0.198 -> -0.015 at 1e-2, +0.633 ->
++0.022 at 1e-3) and training barely moves the step sizes at either rate (median horizon 182 / 185 tokens vs 200 at
+init), so the rate dependence is not the kernels' memory shrinking.
 Points (seed 0, the LM study's setup and widths), at its chosen rate 1e-2 and at 1e-3 where it lost most:
   s4          the study's arm again (its checkpoint is needed; its bits/byte must repeat the archived
               2.292 / 2.640);
