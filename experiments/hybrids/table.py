@@ -47,15 +47,18 @@ def _arg(task: str) -> str:
   return f"task={task}"
 
 
-def load_rows(task: str, workdir: str) -> list[dict]:
-  """Rows of the hybrids sweep's points that have a sub-workdir: seed 0 at every rate, then the follow-ups."""
-  arg = _arg(task)
+def sweep_rows(arg: str, workdir: str) -> list[dict]:
+  """Rows of the hybrids sweep `arg`'s points that have a sub-workdir: seed 0 at every rate, then the follow-ups."""
   base = study.get_config(arg)
   make = lambda overrides: sweep.make_points(f"{PATH}:{arg}", workdir, overrides, base_config=base)
+  collect_made = lambda overrides: collect.collect([p for p in make(overrides) if os.path.isdir(p.workdir)])
   overrides = study.get_sweep(arg)
-  rows = collect.collect([p for p in make(overrides) if os.path.isdir(p.workdir)])
-  more = [o for o in study.get_followup_sweep(rows, arg) if o not in overrides]
-  return collect.collect([p for p in make(overrides + more) if os.path.isdir(p.workdir)])
+  rows = collect_made(overrides)
+  return rows + collect_made([o for o in study.get_followup_sweep(rows, arg) if o not in overrides])
+
+
+def load_rows(task: str, workdir: str) -> list[dict]:
+  return sweep_rows(_arg(task), workdir)
 
 
 def lm_study_rows(workdir: str, restore: bool) -> list[dict]:
@@ -181,17 +184,10 @@ def gap_table(cs, task) -> str:
 def check_rows(workdir: str) -> list[dict]:
   """The MQAR check's finished points (CHECKS), each sweep's seed 0 at every rate and its follow-ups."""
   rows, seen = [], set()
-  for arg in CHECKS:
-    base = study.get_config(arg)
-    make = lambda overrides, arg=arg, base=base: sweep.make_points(f"{PATH}:{arg}", workdir, overrides,
-                                                                   base_config=base)
-    overrides = study.get_sweep(arg)
-    got = collect.collect([p for p in make(overrides) if os.path.isdir(p.workdir)])
-    more = [o for o in study.get_followup_sweep(got, arg) if o not in overrides]
-    for r in collect.collect([p for p in make(overrides + more) if os.path.isdir(p.workdir)]):
-      if r["name"] not in seen and r.get("status") == "ok":
-        seen.add(r["name"])
-        rows.append(r)
+  for r in (r for arg in CHECKS for r in sweep_rows(arg, workdir)):
+    if r["name"] not in seen and r.get("status") == "ok":
+      seen.add(r["name"])
+      rows.append(r)
   return rows
 
 
