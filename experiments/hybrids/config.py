@@ -10,9 +10,12 @@ Arms (model.layer_mixers lists one mixer per layer): the 2-layer hybrids gla,sof
 4-layer gla,gla,gla,softmax and deltanet,deltanet,deltanet,softmax, against the pure 2- and 4-layer gla,
 deltanet and softmax models. At equal parameters: each arm's width is the one of WIDTHS whose count is nearest
 the pure softmax model's of the same depth at the reference width.
-Learning rates, per arm: seed 0 runs at each of LRS[task] (the sweep's first points); the follow-up points are
-seeds 1.. at each (arm, reference width)'s best seed-0 rate (best_lr: highest accuracy / lowest bits/byte, a
-failed point loses, ties to the smaller rate). Tables and plots use the chosen rate's points (chosen()).
+Learning rates, per arm: seed 0 runs at each of LRS[task] (the sweep's first points); when the best of them
+(best_lr: highest accuracy / lowest bits/byte, a failed point loses, ties to the smaller rate) is at an edge of
+the grid, seed 0 runs once more one step further out on the 1-3-10 ladder (LADDER: 3e-4 below 1e-3, 3e-2 above
+1e-2), and wins if strictly better (not extended further: the pilot table shows when the extension won). The
+follow-up points are then seeds 1.. at each (arm, reference width)'s chosen rate. Tables and plots use the
+chosen rate's points (chosen()).
   task=mqar: experiments/mqar/config.py's hard point (T=128, 8 kv pairs, its HARD_STEPS steps, configs/mqar.py's
              setup 2026-12), LRS 1e-3 / 3e-3, reference width 32 (`widths=32+64` adds 64). Not 64 alone:
              there the pure 2-layer models already recall (the MQAR study's hard grid, 2 seeds: gla 0.998,
@@ -22,10 +25,12 @@ failed point loses, ties to the smaller rate). Tables and plots use the chosen r
              rates for softmax and for gla / deltanet), reference width 128.
 Options: task=mqar|lm, tiny=True, seeds=N (default 2), arms=gla-softmax+gla2 (a subset of ARMS' labels,
 '+'-separated; default: all but the softmax-first orders softmax-gla / softmax-deltanet, the layer-order check),
-lrs=1e-3+3e-3, widths=32+64 (reference widths; task=mqar's default 32, task=lm's 128), steps=N (train.num_steps
-for every point instead of the task's budget; the schedule stretches with it).
+lrs=1e-3+3e-3, edge=False (no step past the grid's edge; a one-rate grid never steps), widths=32+64 (reference
+widths; task=mqar's default 32, task=lm's 128), steps=N (train.num_steps for every point instead of the task's
+budget; the schedule stretches with it).
 """
 import functools
+import math
 import os
 
 from linear_seq import config_lib
@@ -35,7 +40,7 @@ STUDY = "hybrids"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _MQAR = os.path.join(_HERE, "..", "mqar", "config.py")
 _LM = os.path.join(_HERE, "..", "lm", "config.py")
-OPTIONS = ("task", "tiny", "seeds", "arms", "lrs", "widths", "steps")
+OPTIONS = ("task", "tiny", "seeds", "arms", "lrs", "edge", "widths", "steps")
 TASKS = ("mqar", "lm")
 # label (a mixer's count of layers after its name; no commas or spaces, so that `arms=` can name them) -> the
 # per-layer mixer list (model.layer_mixers; its length is model.num_layers)
@@ -60,6 +65,8 @@ REFERENCE_WIDTHS = {"mqar": (32,), "lm": (128,)}
 # candidate widths (multiples of 8: 4 heads of even size for RoPE)
 WIDTHS = {"mqar": tuple(range(16, 97, 8)), "lm": tuple(range(96, 161, 8))}
 LRS = {"mqar": (1e-3, 3e-3), "lm": (3e-3, 1e-2)}
+# the rates an edge of the grid steps out to: the next one on this ladder (x3 / x1/3 off it)
+LADDER = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
 METRIC = {"mqar": ("accuracy", "max"), "lm": ("bits_per_byte", "min")}
 TINY_ARMS = ("gla-softmax", "softmax2")
 
@@ -85,8 +92,11 @@ def _opts(arg: str) -> dict:
   if seeds < 1:
     raise ValueError(f"seeds must be >= 1, got {opts['seeds']!r}")
   steps = _numbers(opts, "steps", [0], int)[0] if "steps" in opts else None
+  edge = opts.get("edge", True)
+  if not isinstance(edge, bool):
+    raise ValueError(f"edge must be True or False, got {edge!r}")
   return {**opts, "task": task, "arms": names, "seeds": seeds, "lrs": _numbers(opts, "lrs", LRS[task], float),
-          "widths": _numbers(opts, "widths", REFERENCE_WIDTHS[task], int), "steps": steps}
+          "edge": edge, "widths": _numbers(opts, "widths", REFERENCE_WIDTHS[task], int), "steps": steps}
 
 
 def get_config(arg: str = ""):
@@ -157,27 +167,61 @@ def _score(row: dict | None, task: str) -> float:
   return -float(value) if better == "max" else float(value)
 
 
-def best_lr(rows, arm: str, width: int, arg: str = "") -> float | None:
-  """The arm's rate at this width: the best seed-0 point over the sweep's rates (ties to the smaller rate);
-  None until all of them have finished."""
+def step_out(lr: float, lrs) -> float | None:
+  """The rate one step past the grid `lrs` beyond `lr` when `lr` is at its edge (LADDER's neighbour; x3 or /3
+  for a rate off the ladder), else None (an inner rate, or a one-rate grid)."""
+  lrs = sorted(lrs)
+  if len(lrs) < 2 or lr not in (lrs[0], lrs[-1]):
+    return None
+  up = lr == lrs[-1]
+  i = next((i for i, x in enumerate(LADDER) if math.isclose(x, lr, rel_tol=1e-9)), None)
+  if i is None or not 0 <= i + (1 if up else -1) < len(LADDER):
+    return lr * 3 if up else lr / 3
+  return LADDER[i + (1 if up else -1)]
+
+
+def rates(arg: str = "") -> list[float]:
+  """Every rate a seed-0 point may run at: the grid and the steps past both its edges (ascending)."""
   opts = _opts(arg)
+  lrs = list(opts["lrs"])
+  edges = [step_out(lr, lrs) for lr in (min(lrs), max(lrs))] if opts["edge"] else []
+  return sorted(set(lrs) | {e for e in edges if e is not None})
+
+
+def _decide(rows, arm: str, width: int, opts: dict) -> tuple[float | None, dict | None]:
+  """(the arm's rate at this width, or None until known; the seed-0 point still to run before it is, or None)."""
   by_lr = {r["_overrides"].get("train.learning_rate"): r for r in rows
            if r["_overrides"] == _point(arm, width, r["_overrides"].get("train.learning_rate"), 0, opts["steps"])
            and r.get("status") in ("ok", "skipped", "failed")}
   if any(lr not in by_lr for lr in opts["lrs"]):
-    return None
-  return min(opts["lrs"], key=lambda lr: (_score(by_lr[lr], opts["task"]), lr))
+    return None, None
+  best = min(opts["lrs"], key=lambda lr: (_score(by_lr[lr], opts["task"]), lr))
+  edge = step_out(best, opts["lrs"]) if opts["edge"] else None
+  if edge is None:
+    return best, None
+  if edge not in by_lr:
+    return None, _point(arm, width, edge, 0, opts["steps"])
+  return (edge if _score(by_lr[edge], opts["task"]) < _score(by_lr[best], opts["task"]) else best), None
+
+
+def best_lr(rows, arm: str, width: int, arg: str = "") -> float | None:
+  """The arm's rate at this width: the best seed-0 point over the sweep's rates (ties to the smaller rate), or
+  the step past the grid's edge when the best is at that edge and the step is strictly better; None until the
+  points it needs have finished."""
+  return _decide(rows, arm, width, _opts(arg))[0]
 
 
 def get_followup_sweep(rows, arg: str = ""):
-  """Seeds 1.. at each (arm, reference width)'s chosen rate, seed-major (every arm of a seed before the next)."""
+  """The edge steps still needed (seed 0), then seeds 1.. at each (arm, reference width)'s chosen rate,
+  seed-major (every arm of a seed before the next)."""
   opts = _opts(arg)
   if opts.get("tiny"):
     return []
   ws = widths(arg)
-  chosen_lr = {k: best_lr(rows, k[0], w, arg) for k, w in ws.items()}
-  return [_point(a, ws[a, ref], chosen_lr[a, ref], s, opts["steps"]) for s in range(1, opts["seeds"])
-          for ref in opts["widths"] for a in opts["arms"] if chosen_lr[a, ref] is not None]
+  decided = {k: _decide(rows, k[0], w, opts) for k, w in ws.items()}
+  edges = [todo for _, todo in decided.values() if todo is not None]
+  return edges + [_point(a, ws[a, ref], decided[a, ref][0], s, opts["steps"]) for s in range(1, opts["seeds"])
+                  for ref in opts["widths"] for a in opts["arms"] if decided[a, ref][0] is not None]
 
 
 def chosen(rows, arg: str = "") -> list[dict]:

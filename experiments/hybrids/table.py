@@ -7,12 +7,12 @@ The archived points (points_mqar/, points_lm/) are restored into the workdirs fi
 task=lm's pure 2-layer arms (gla2, deltanet2, softmax2) come from the LM study (experiments/lm/points, restored
 into --lm_study_workdir) when the hybrids sweep has not run them: the same model (layer_mixers listing one mixer
 builds what `mixer` builds, parameter for parameter: tests/test_model.py), data, steps, width and seeds. Their
-rate is the hybrids' rule applied to the LM study's seed-0 points (the better of LRS['lm']); the table says
-which rows come from there.
-Per task: the learning-rate pilot (seed 0 at each rate, the chosen one), then every arm at its chosen rate:
-layers, width, parameters, recurrent state (floats per sequence), each seed's metric, mean ± std; and for each
-hybrid the gap to the pure linear model and to the pure softmax model of its depth (+ = hybrid better), with
-whether the seeds separate (every seed of one better than every seed of the other).
+rate is the hybrids' rule applied to the LM study's seed-0 points (the better of LRS['lm'], or the step past
+its edge); the table says which rows come from there.
+Per task: the learning-rate pilot (seed 0 at each rate, the edge steps included; the chosen one), then every
+arm at its chosen rate: layers, width, parameters, recurrent state (floats per sequence), each seed's metric,
+mean ± std; and for each hybrid the gap to the pure linear model and to the pure softmax model of its depth
+(+ = hybrid better), with whether the seeds separate (every seed of one better than every seed of the other).
 """
 import os
 
@@ -33,7 +33,8 @@ study = config_lib.load_module(PATH)  # by path: every study's config is named c
 ARCHIVES = {"mqar": os.path.join(HERE, "points_mqar"), "lm": os.path.join(HERE, "points_lm")}
 CHECK_ARCHIVE = os.path.join(HERE, "points_mqar_check")
 # The MQAR check's sweeps (config arg): the softmax-first order, and 3,000 steps for gla,softmax and gla2.
-CHECKS = ("task=mqar,arms=softmax-gla", "task=mqar,arms=gla-softmax+gla2,seeds=1,steps=3000")
+# Both on the 2-rate grid (edge=False: they ran before the study's rule stepped past the grid's edge).
+CHECKS = ("task=mqar,arms=softmax-gla,edge=False", "task=mqar,arms=gla-softmax+gla2,seeds=1,steps=3000,edge=False")
 CURVE_STEPS = (500, 1000, 1500, 2000, 2500, 3000)
 LM_ARCHIVE = os.path.join(HERE, "..", "lm", "points")
 # the hybrids' pure 2-layer arm -> the LM study's arm
@@ -48,13 +49,19 @@ def _arg(task: str) -> str:
 
 
 def sweep_rows(arg: str, workdir: str) -> list[dict]:
-  """Rows of the hybrids sweep `arg`'s points that have a sub-workdir: seed 0 at every rate, then the follow-ups."""
+  """Rows of the hybrids sweep `arg`'s points that have a sub-workdir: seed 0 at every rate, then the follow-ups
+  (the steps past the grid's edge, then the other seeds)."""
   base = study.get_config(arg)
   make = lambda overrides: sweep.make_points(f"{PATH}:{arg}", workdir, overrides, base_config=base)
   collect_made = lambda overrides: collect.collect([p for p in make(overrides) if os.path.isdir(p.workdir)])
   overrides = study.get_sweep(arg)
   rows = collect_made(overrides)
-  return rows + collect_made([o for o in study.get_followup_sweep(rows, arg) if o not in overrides])
+  while True:   # as the sweep does: the follow-ups again until no new point (the edge steps, then the seeds)
+    more = [o for o in study.get_followup_sweep(rows, arg) if o not in overrides]
+    rows += collect_made(more)
+    overrides += more
+    if not more:
+      return rows
 
 
 def load_rows(task: str, workdir: str) -> list[dict]:
@@ -71,7 +78,7 @@ def lm_study_rows(workdir: str, restore: bool) -> list[dict]:
   for (arm, _), w in study.widths(_arg("lm")).items():
     if arm in FROM_LM:
       wanted += [lm._point(FROM_LM[arm], w, lr, seed)  # pylint: disable=protected-access
-                 for lr in study.LRS["lm"] for seed in range(study.SEEDS)]
+                 for lr in study.rates(_arg("lm")) for seed in range(study.SEEDS)]
   base = lm.get_config("stage=main")
   points = sweep.make_points(LM_STUDY, workdir, wanted, base_config=base, extra_commands=lm.get_extra_commands(""))
   rows = collect.collect([p for p in points if os.path.isdir(p.workdir)])
@@ -99,7 +106,8 @@ def _ok(rows, task):
 
 
 def pilot_table(rows, task) -> str:
-  arg, lrs = _arg(task), study.LRS[task]
+  arg = _arg(task)
+  lrs = study.rates(arg)
   lines = ["| arm | layers | width | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen |",
            "|---|---|---|" + "---|" * (len(lrs) + 1)]
   ok = _ok(rows, task)

@@ -28,8 +28,9 @@ VARIANTS = {
     "experiments/lm/config.py": ["", "stage=pilot", "tiny=True", "seeds=1", "arms=softmax+gla", "lengths="],
     "experiments/lm/length_check.py": ["", "tiny=True", "arms=s4+s4-fast"],
     "experiments/hybrids/config.py": ["task=mqar", "task=lm", "tiny=True", "task=mqar,seeds=1,lrs=1e-3+3e-3",
-                                      "task=mqar,widths=32+64", "task=mqar,arms=softmax-gla",
-                                      "task=mqar,arms=gla-softmax+gla2,seeds=1,steps=3000"],
+                                      "task=mqar,widths=32+64", "task=mqar,arms=softmax-gla,edge=False",
+                                      "task=mqar,edge=False",
+                                      "task=mqar,arms=gla-softmax+gla2,seeds=1,steps=3000,edge=False"],
     "experiments/mqar/ablation.py": ["", "tiny=True", "mixers=softmax,variants=ours/indep"],
 }
 

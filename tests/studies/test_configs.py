@@ -294,11 +294,35 @@ def test_lm_study_learning_rate_from_the_pilot():
     module.get_sweep("stage=mian")
 
 
+def test_hybrids_learning_rate_steps_past_the_grid_edge():
+  """A best rate at the grid's edge runs seed 0 once more one ladder step further out (3e-4 below 1e-3, 1e-2
+  above 3e-3); the step wins only when strictly better, and the seeds wait for it; an inner best does not step."""
+  module = sweep.load_study(_path("hybrids"))
+  assert [module.step_out(lr, (1e-3, 3e-3)) for lr in (1e-3, 3e-3)] == [3e-4, 1e-2]
+  assert module.step_out(3e-3, (1e-3, 3e-3, 1e-2)) is None and module.step_out(1e-3, (1e-3,)) is None
+  assert module.step_out(2e-3, (2e-3, 5e-3)) == pytest.approx(2e-3 / 3)   # off the ladder: a factor 3
+  assert module.rates("task=mqar") == [3e-4, 1e-3, 3e-3, 1e-2] and module.rates("task=lm,edge=False") == [3e-3, 1e-2]
+  arg = "task=mqar,arms=gla-softmax+softmax2,seeds=2"
+  first = module.get_sweep(arg)
+  width = first[0]["model.d_model"]
+  rows = [{"_overrides": p, "status": "ok", "accuracy": a} for p, a in zip(first, [0.4, 0.9, 0.8, 0.7])]
+  follow = module.get_followup_sweep(rows, arg)   # gla,softmax best at 3e-3 -> 1e-2; softmax x2 at 1e-3 -> 3e-4
+  assert [(p["model.layer_mixers"], p["train.learning_rate"], p["seed"]) for p in follow] == [
+      ("gla,softmax", 1e-2, 0), ("softmax,softmax", 3e-4, 0)]
+  assert module.best_lr(rows, "gla-softmax", width, arg) is None
+  rows += [{"_overrides": follow[0], "status": "ok", "accuracy": 0.95},   # the step wins
+           {"_overrides": follow[1], "status": "ok", "accuracy": 0.8}]    # a tie: the grid's rate stays
+  assert [module.best_lr(rows, a, width, arg) for a in ("gla-softmax", "softmax2")] == [1e-2, 1e-3]
+  assert [(p["model.layer_mixers"], p["train.learning_rate"], p["seed"]) for p in module.get_followup_sweep(rows, arg)
+          ] == [("gla,softmax", 1e-2, 1), ("softmax,softmax", 1e-3, 1)]
+  assert [r["_overrides"]["train.learning_rate"] for r in module.chosen(rows, arg)] == [1e-3, 1e-2]
+
+
 def test_hybrids_learning_rate_per_arm():
   """Seed 0 of each arm at every rate; the other seeds at the arm's best seed-0 rate (highest accuracy on MQAR,
   lowest bits/byte on the LM, a failed point losing, ties to the smaller rate), only once all its rates ran."""
   module = sweep.load_study(_path("hybrids"))
-  arg = "task=mqar,arms=gla-softmax+softmax2,seeds=3"
+  arg = "task=mqar,arms=gla-softmax+softmax2,seeds=3,edge=False"
   first = module.get_sweep(arg)
   assert [(p["model.layer_mixers"], p["train.learning_rate"], p["seed"]) for p in first] == [
       ("gla,softmax", 1e-3, 0), ("gla,softmax", 3e-3, 0), ("softmax,softmax", 1e-3, 0), ("softmax,softmax", 3e-3, 0)]
@@ -314,6 +338,8 @@ def test_hybrids_learning_rate_per_arm():
   lm = "task=lm,arms=softmax2"
   pts = module.get_sweep(lm)
   rows = [{"_overrides": p, "status": "ok", "bits_per_byte": b} for p, b in zip(pts, [2.40, 2.45])]
-  assert module.best_lr(rows, "softmax2", pts[0]["model.d_model"], lm) == 3e-3   # lower bits/byte wins
+  assert module.best_lr(rows, "softmax2", pts[0]["model.d_model"], lm + ",edge=False") == 3e-3   # lower bits/byte wins
+  with pytest.raises(ValueError, match="edge must be True or False"):
+    module.get_sweep("task=lm,edge=1")
   with pytest.raises(ValueError, match="widths must be positive numbers"):
     module.get_sweep("task=mqar,widths=32+x")
