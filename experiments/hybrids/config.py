@@ -188,50 +188,56 @@ def rates(arg: str = "") -> list[float]:
   return sorted(set(lrs) | {e for e in edges if e is not None})
 
 
-def _decide(rows, arm: str, width: int, opts: dict) -> tuple[float | None, dict | None]:
-  """(the arm's rate at this width, or None until known; the seed-0 point still to run before it is, or None)."""
+def _decide(rows, arm: str, width: int, opts: dict) -> tuple[float | None, dict | None, float | None]:
+  """(the arm's rate at this width, or None until known; the seed-0 point still to run before it is, or None;
+  the grid's best, or None until the grid has finished)."""
   by_lr = {r["_overrides"].get("train.learning_rate"): r for r in rows
            if r["_overrides"] == _point(arm, width, r["_overrides"].get("train.learning_rate"), 0, opts["steps"])
            and r.get("status") in ("ok", "skipped", "failed")}
   if any(lr not in by_lr for lr in opts["lrs"]):
-    return None, None
+    return None, None, None
   best = min(opts["lrs"], key=lambda lr: (_score(by_lr[lr], opts["task"]), lr))
   edge = step_out(best, opts["lrs"]) if opts["edge"] else None
   if edge is None:
-    return best, None
+    return best, None, best
   if edge not in by_lr:
-    return None, _point(arm, width, edge, 0, opts["steps"])
-  return (edge if _score(by_lr[edge], opts["task"]) < _score(by_lr[best], opts["task"]) else best), None
+    return None, _point(arm, width, edge, 0, opts["steps"]), best
+  return (edge if _score(by_lr[edge], opts["task"]) < _score(by_lr[best], opts["task"]) else best), None, best
 
 
-def best_lr(rows, arm: str, width: int, arg: str = "") -> float | None:
+def best_lr(rows, arm: str, width: int, arg: str = "", provisional: bool = False) -> float | None:
   """The arm's rate at this width: the best seed-0 point over the sweep's rates (ties to the smaller rate), or
   the step past the grid's edge when the best is at that edge and the step is strictly better; None until the
-  points it needs have finished."""
-  return _decide(rows, arm, width, _opts(arg))[0]
+  points it needs have finished. provisional=True: the grid's best while the step past its edge has not
+  finished (what the tables mark as provisional)."""
+  lr, _, grid_best = _decide(rows, arm, width, _opts(arg))
+  return grid_best if lr is None and provisional else lr
 
 
-def get_followup_sweep(rows, arg: str = ""):
+def get_followup_sweep(rows, arg: str = "", provisional: bool = False):
   """The edge steps still needed (seed 0), then seeds 1.. at each (arm, reference width)'s chosen rate,
-  seed-major (every arm of a seed before the next)."""
+  seed-major (every arm of a seed before the next). provisional=True (the tables, not the sweep): the seeds of
+  an arm whose step past the edge has not finished are listed at its grid's best rate."""
   opts = _opts(arg)
   if opts.get("tiny"):
     return []
   ws = widths(arg)
   decided = {k: _decide(rows, k[0], w, opts) for k, w in ws.items()}
-  edges = [todo for _, todo in decided.values() if todo is not None]
-  return edges + [_point(a, ws[a, ref], decided[a, ref][0], s, opts["steps"]) for s in range(1, opts["seeds"])
-                  for ref in opts["widths"] for a in opts["arms"] if decided[a, ref][0] is not None]
+  edges = [todo for _, todo, _ in decided.values() if todo is not None]
+  lrs = {k: grid_best if lr is None and provisional else lr for k, (lr, _, grid_best) in decided.items()}
+  return edges + [_point(a, ws[a, ref], lrs[a, ref], s, opts["steps"]) for s in range(1, opts["seeds"])
+                  for ref in opts["widths"] for a in opts["arms"] if lrs[a, ref] is not None]
 
 
 def chosen(rows, arg: str = "") -> list[dict]:
-  """The rows at their arm's chosen rate (what the plots compare); rows without a rate (tiny=True) are kept."""
+  """The rows at their arm's chosen rate (what the plots compare; the grid's best while the step past its edge
+  has not finished, as in the tables); rows without a rate (tiny=True) are kept."""
   out = []
   for r in rows:
     o = r["_overrides"]
     if "train.learning_rate" not in o:
       out.append(r)
-    elif best_lr(rows, arm_of(r), o["model.d_model"], arg) == o["train.learning_rate"]:
+    elif best_lr(rows, arm_of(r), o["model.d_model"], arg, provisional=True) == o["train.learning_rate"]:
       out.append(r)
   return out
 

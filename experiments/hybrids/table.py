@@ -50,14 +50,14 @@ def _arg(task: str) -> str:
 
 def sweep_rows(arg: str, workdir: str) -> list[dict]:
   """Rows of the hybrids sweep `arg`'s points that have a sub-workdir: seed 0 at every rate, then the follow-ups
-  (the steps past the grid's edge, then the other seeds)."""
+  (the steps past the grid's edge, then the other seeds, at the grid's best rate while the step is pending)."""
   base = study.get_config(arg)
   make = lambda overrides: sweep.make_points(f"{PATH}:{arg}", workdir, overrides, base_config=base)
   collect_made = lambda overrides: collect.collect([p for p in make(overrides) if os.path.isdir(p.workdir)])
   overrides = study.get_sweep(arg)
   rows = collect_made(overrides)
   while True:   # as the sweep does: the follow-ups again until no new point (the edge steps, then the seeds)
-    more = [o for o in study.get_followup_sweep(rows, arg) if o not in overrides]
+    more = [o for o in study.get_followup_sweep(rows, arg, provisional=True) if o not in overrides]
     rows += collect_made(more)
     overrides += more
     if not more:
@@ -116,24 +116,30 @@ def pilot_table(rows, task) -> str:
     for lr in lrs:
       r = next((r for r in ok if r["_overrides"] == study._point(arm, w, lr, 0)), None)  # pylint: disable=protected-access
       cells.append("" if r is None else f"{r[_metric(task)]:.3f}" + (" ‡" if r.get("_from") else ""))
-    lr = study.best_lr(rows, arm, w, arg)
+    lr = study.best_lr(rows, arm, w, arg, provisional=True)
+    mark = " †" if lr is not None and study.best_lr(rows, arm, w, arg) is None else ""
     lines.append(f"| {arm} | {study.num_layers(arm)} | {w} | " + " | ".join(cells) +
-                 f" | {'…' if lr is None else f'{lr:g}'} |")
+                 f" | {'…' if lr is None else f'{lr:g}'}{mark} |")
   return "\n".join(lines) + "\n"
 
 
-def cells(rows, task) -> dict[str, tuple[int, float, list[dict]]]:
-  """{arm: (width, chosen rate, its finished rows sorted by seed)} for the arms whose rate is decided."""
+PROVISIONAL = ("\n† provisional: the better rate of the grid; the step past its edge (seed 0) has not finished "
+               "yet.\n")
+
+
+def cells(rows, task) -> dict[str, tuple[int, float, list[dict], bool]]:
+  """{arm: (width, chosen rate, its finished rows sorted by seed, whether the rate is provisional)} for the arms
+  whose rate is decided or provisional (the grid's best while the step past its edge has not finished)."""
   arg = _arg(task)
   out = {}
   ok = _ok(rows, task)
   for (arm, _), w in study.widths(arg).items():
-    lr = study.best_lr(rows, arm, w, arg)
+    lr = study.best_lr(rows, arm, w, arg, provisional=True)
     if lr is None:
       continue
     cell = sorted((r for r in ok if r["_overrides"] == study._point(arm, w, lr, r["_overrides"]["seed"])),  # pylint: disable=protected-access
                   key=lambda r: r["_overrides"]["seed"])
-    out[arm] = (w, lr, cell)
+    out[arm] = (w, lr, cell, study.best_lr(rows, arm, w, arg) is None)
   return out
 
 
@@ -151,14 +157,15 @@ def _mean(values) -> str:
 def main_table(cs, task) -> str:
   lines = ["| arm | layers | width | params | state (floats/seq) | lr | " + f"{_metric(task)} per seed | mean ± std |",
            "|---|---|---|---|---|---|---|---|"]
-  for arm, (w, lr, cell) in cs.items():
+  for arm, (w, lr, cell, provisional) in cs.items():
     vals = _values(cell, task)
     per_seed = " / ".join([f"{v:.3f}" for v in vals] + ["…"] * max(0, study.SEEDS - len(vals)))
     first = cell[0] if cell else {}
     params = f"{int(first['num_params']):,}" if "num_params" in first else "…"
     state = f"{int(first['state_size']):,}" if "state_size" in first else "…"
     mark = " ‡" if any(r.get("_from") for r in cell) else ""
-    lines.append(f"| {arm}{mark} | {study.num_layers(arm)} | {w} | {params} | {state} | {lr:g} | {per_seed} | "
+    lines.append(f"| {arm}{mark} | {study.num_layers(arm)} | {w} | {params} | {state} | {lr:g}"
+                 f"{' †' if provisional else ''} | {per_seed} | "
                  f"{_mean(vals)} |")
   return "\n".join(lines) + "\n"
 
@@ -235,6 +242,8 @@ def write(mqar_workdir: str, lm_workdir: str, lm_study_workdir: str, restore: bo
         note = ("\n‡ from the LM study (experiments/lm/points: the same model, data, steps and width; its seeds "
                 f"0–{study.SEEDS - 1} at the rate this study's rule picks from its seed-0 points).\n")
     cs = cells(rows, task)
+    if any(c[3] for c in cs.values()):
+      note += PROVISIONAL
     if plots_dir:
       os.makedirs(plots_dir, exist_ok=True)
       plots.draw(study.get_plots(_arg(task)), rows, plots_dir)

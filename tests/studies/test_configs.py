@@ -310,6 +310,9 @@ def test_hybrids_learning_rate_steps_past_the_grid_edge():
   assert [(p["model.layer_mixers"], p["train.learning_rate"], p["seed"]) for p in follow] == [
       ("gla,softmax", 1e-2, 0), ("softmax,softmax", 3e-4, 0)]
   assert module.best_lr(rows, "gla-softmax", width, arg) is None
+  assert module.best_lr(rows, "gla-softmax", width, arg, provisional=True) == 3e-3   # the grid's best, for tables
+  assert [(p["train.learning_rate"], p["seed"]) for p in module.get_followup_sweep(rows, arg, provisional=True)] == [
+      (1e-2, 0), (3e-4, 0), (3e-3, 1), (1e-3, 1)]
   rows += [{"_overrides": follow[0], "status": "ok", "accuracy": 0.95},   # the step wins
            {"_overrides": follow[1], "status": "ok", "accuracy": 0.8}]    # a tie: the grid's rate stays
   assert [module.best_lr(rows, a, width, arg) for a in ("gla-softmax", "softmax2")] == [1e-2, 1e-3]
