@@ -231,7 +231,8 @@ def get_followup_sweep(rows, arg: str = "", provisional: bool = False):
 
 def chosen(rows, arg: str = "") -> list[dict]:
   """The rows at their arm's chosen rate (what the plots compare; the grid's best while the step past its edge
-  has not finished, as in the tables); rows without a rate (tiny=True) are kept."""
+  has not finished, as in the tables), in ARMS' order (the plots' x axis); rows without a rate (tiny=True) are
+  kept."""
   out = []
   for r in rows:
     o = r["_overrides"]
@@ -239,7 +240,8 @@ def chosen(rows, arg: str = "") -> list[dict]:
       out.append(r)
     elif best_lr(rows, arm_of(r), o["model.d_model"], arg, provisional=True) == o["train.learning_rate"]:
       out.append(r)
-  return out
+  order = list(ARMS)
+  return sorted(out, key=lambda r: order.index(arm_of(r)) if arm_of(r) in order else len(order))
 
 
 def reference_width(row: dict, arg: str = "") -> int | None:

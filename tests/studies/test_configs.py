@@ -318,7 +318,7 @@ def test_hybrids_learning_rate_steps_past_the_grid_edge():
   assert [module.best_lr(rows, a, width, arg) for a in ("gla-softmax", "softmax2")] == [1e-2, 1e-3]
   assert [(p["model.layer_mixers"], p["train.learning_rate"], p["seed"]) for p in module.get_followup_sweep(rows, arg)
           ] == [("gla,softmax", 1e-2, 1), ("softmax,softmax", 1e-3, 1)]
-  assert [r["_overrides"]["train.learning_rate"] for r in module.chosen(rows, arg)] == [1e-3, 1e-2]
+  assert [r["_overrides"]["train.learning_rate"] for r in module.chosen(rows, arg)] == [1e-2, 1e-3]   # ARMS' order
 
 
 def test_hybrids_learning_rate_per_arm():
