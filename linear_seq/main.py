@@ -20,6 +20,7 @@ from linear_seq import sharding
 from linear_seq import train
 from linear_seq import validation
 from linear_seq import workdir as workdir_lib
+from linear_seq import xla_env
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics.jsonl and config.json (resumed from).")
@@ -40,6 +41,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   metrics_lib.quiet_library_logs()
+  xla_env.add_flags(xla_env.DETERMINISTIC_FLAGS)  # exact resume on GPU; before the backend starts
   sharding.maybe_initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
                                         FLAGS.distributed_timeout)
   cli.load_config_flag()  # a config file that does not load: one line

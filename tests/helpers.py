@@ -30,6 +30,19 @@ DEFAULT_CONFIG = os.path.join(REPO, "configs", "default.py")
 FAST_COMPILE_XLA_FLAG = "--xla_backend_optimization_level=0"
 
 
+def fake_devices_env(devices: int) -> dict[str, str]:
+  """Subprocess env with `devices` fake CPU devices: the CPU backend forced (on a GPU host JAX would otherwise
+  pick the GPU, and the device count would not be `devices`), the fake-device count and the suite's fast-compile
+  flag added to the caller's XLA_FLAGS, no GPU memory preallocation, the tests' compilation cache."""
+  env = cli_env()
+  flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+  flags += [f"--xla_force_host_platform_device_count={devices}"]
+  flags += [] if FAST_COMPILE_XLA_FLAG in flags else [FAST_COMPILE_XLA_FLAG]
+  env.update({"XLA_FLAGS": " ".join(flags), "JAX_PLATFORMS": "cpu", "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+              "JAX_CACHE_DIR": env.get("JAX_CACHE_DIR", env["JAX_COMPILATION_CACHE_DIR"])})
+  return env
+
+
 def cli_env() -> dict[str, str]:
   """Subprocess env: repo importable, the tests' persistent compilation cache (reruns compile nothing)."""
   env = dict(os.environ)

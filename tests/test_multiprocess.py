@@ -27,7 +27,7 @@ import pytest
 
 from linear_seq import config_lib
 from linear_seq import metrics
-from tests.helpers import FAST_COMPILE_XLA_FLAG
+from tests import helpers
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CONFIG = "--config=" + os.path.join(ROOT, "configs", "default.py") + ":tiny=True"
@@ -40,11 +40,7 @@ RECORDED = ["--config.imports=" + os.path.join(ROOT, "tests", "recorded_dataset.
 
 
 def _env(devices: int, record_dir: str = "", hold_after: str = "") -> dict:
-  return {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices} {FAST_COMPILE_XLA_FLAG}",
-          "PYTHONPATH": ROOT,
-          "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": os.environ.get(
-              "JAX_CACHE_DIR", os.path.join(ROOT, ".jax_cache")), "RECORD_DIR": record_dir,
-          "HOLD_AFTER": hold_after}
+  return {**helpers.fake_devices_env(devices), "RECORD_DIR": record_dir, "HOLD_AFTER": hold_after}
 
 
 def _free_port() -> int:

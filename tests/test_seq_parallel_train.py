@@ -21,7 +21,7 @@ from linear_seq import config_lib
 from linear_seq import metrics
 from linear_seq import train
 from linear_seq import validation
-from tests.helpers import FAST_COMPILE_XLA_FLAG
+from tests import helpers
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 TOL = 1e-5        # loss (relative)
@@ -104,10 +104,7 @@ def test_seq_mesh_matches_one_device(tmp_path):
   config = config_lib.apply_overrides(config, {"train.log_every": 1, "train.num_steps": 3, "eval.max_batches": 1,
                                                "eval.batch_size": 8, "model.num_layers": 1})
   train.train_and_evaluate(config, one)
-  env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=4 {FAST_COMPILE_XLA_FLAG}",
-         "PYTHONPATH": os.path.abspath(ROOT),
-         "JAX_CACHE_DIR": os.environ.get("JAX_CACHE_DIR", os.path.join(ROOT, ".jax_cache")),
-         "DECODE": json.dumps(DECODE)}
+  env = {**helpers.fake_devices_env(4), "DECODE": json.dumps(DECODE)}
   proc = subprocess.run([sys.executable, "-c", SCRIPT, one, str(tmp_path / "seq4")], env=env, cwd=ROOT,
                         capture_output=True, text=True, timeout=1800)
   assert proc.returncode == 0, proc.stderr[-3000:]

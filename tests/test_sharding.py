@@ -14,7 +14,7 @@ from linear_seq import config_lib
 from linear_seq import metrics
 from linear_seq import sharding
 from linear_seq import train
-from tests.helpers import FAST_COMPILE_XLA_FLAG
+from tests import helpers
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
@@ -70,8 +70,7 @@ def test_four_devices_match_one_and_restore_across_device_counts(tmp_path):
   config = config_lib.load_sibling(os.path.join(ROOT, "configs", "mqar.py"), "mqar").get_config("tiny=True")
   config = config_lib.apply_overrides(config, {"train.log_every": 1})
   final = train.train_and_evaluate(config, one)
-  env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=4 {FAST_COMPILE_XLA_FLAG}",
-         "JAX_CACHE_DIR": os.environ.get("JAX_CACHE_DIR", os.path.join(ROOT, ".jax_cache"))}
+  env = helpers.fake_devices_env(4)
   proc = subprocess.run([sys.executable, "-c", FOUR_DEVICES, one, str(tmp_path)], env=env, cwd=ROOT,
                         capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
-from linear_seq.mixers import modes, segments
+from linear_seq.mixers import modes, segments, seq_shard
 from linear_seq.checks import check_choice
 
 S4_INITS = ("lin", "inv")
@@ -87,8 +87,13 @@ class S4D(nnx.Module):
     mode = self.mode if T > 1 else "scan"
     D = self.D[...]
 
-    def run(mode, **kw):
-      return ops.ssm_diag_channels(x_BTD, Ab, Bb, C, D, mode=mode, initial_state=state, **kw)
+    def run(mode, reset=None):
+      def op(x, Ab, Bb, C, D, s, r, seq_axis):
+        if seq_axis is not None:
+          raise ValueError("the s4 mixer is not sequence-local: it needs mesh.seq = 1")
+        return ops.ssm_diag_channels(x, Ab, Bb, C, D, mode=mode, initial_state=s, reset=r)
+      # Under data parallelism the op runs per data shard (no activation traffic: GSPMD all-gathers the FFT).
+      return seq_shard.call(op, (x_BTD, Ab, Bb, C, D, state, reset), "trrrrbt")
 
     if segment_ids is None:
       y_BTD, state = run(mode)

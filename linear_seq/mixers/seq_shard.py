@@ -1,11 +1,16 @@
-"""Runs a linear mixer's op call under `jax.shard_map` when the ambient mesh has a 'seq' axis.
+"""Runs a linear mixer's op call under `jax.shard_map` over the ambient mesh's 'data' and 'seq' axes.
 
 Long-context training splits T over the mesh axis 'seq' (the inner axis; 'data' the outer). Everything in a
 mixer except its op call stays ordinary GSPMD code (projections, short convs, norms, segment/reset logic, RoPE
 positions; XLA moves conv halos and document boundaries itself); only the op, whose recurrence crosses the
 shards, runs per shard with `seq_axis=SEQ_AXIS` (exact: ops/seq_parallel.py). The mesh comes from JAX's own
-context (`with jax.set_mesh(mesh):` around the jitted step); without a 'seq' axis of size > 1, or when the
-call's B or T does not split over the mesh (a one-token decode step, a short prompt), the op runs unsharded.
+context (`with jax.set_mesh(mesh):` around the jitted step).
+
+Data parallelism alone ('data' > 1, no 'seq') runs the op per data shard too: each device then holds whole
+sequences, and the op moves no activations between devices. Left to GSPMD, ops that reshape the batch
+together with other axes (the delta rule's triangular inverse flattens [chunks, B, H]) would all-gather the
+batch. When the call's B does not split over 'data' (or T over 'seq'; a one-token decode step, a short prompt),
+the op runs unsharded.
 
 Used by the linear, retention, gla, deltanet and mamba2 mixers.
 """
@@ -36,17 +41,25 @@ def call(fn: Callable, args: Sequence, kinds: str):
   sizes = dict(zip(mesh.axis_names, mesh.axis_sizes)) if mesh.axis_names else {}
   seq, data = sizes.get(SEQ_AXIS, 1), sizes.get(DATA_AXIS, 1)
   B, T = args[0].shape[:2]
-  if seq == 1 or T % seq or B % data:
+  if seq > 1 and (T % seq or B % data):
+    return fn(*args, seq_axis=None)
+  if seq == 1 and (data == 1 or B % data):
     return fn(*args, seq_axis=None)
   batch = DATA_AXIS if DATA_AXIS in sizes else None
-  spec = {"t": P(batch, SEQ_AXIS), "b": P(batch), "r": P()}
+  time = SEQ_AXIS if seq > 1 else None
+  spec = {"t": P(batch, time), "b": P(batch), "r": P()}
   given = [i for i, a in enumerate(args) if a is not None]
+
+  axes = tuple(a for a in (batch, time) if a is not None)
 
   def per_shard(*present):
     full = [None] * len(args)
     for i, a in zip(given, present):
-      full[i] = a
-    return fn(*full, seq_axis=SEQ_AXIS)
+      # A replicated input (parameters, or arrays made from them only) is cast to varying at the boundary, so
+      # its cotangent is reduced over the shards once, on its own shape, not on the larger arrays the op
+      # computes from it (S4's kernel spectrum [H, T] would otherwise be all-reduced every step).
+      full[i] = jax.tree.map(lambda x: jax.lax.pcast(x, axes, to="varying"), a) if kinds[i] == "r" else a
+    return fn(*full, seq_axis=time)
 
   return jax.shard_map(per_shard, in_specs=tuple(spec[kinds[i]] for i in given),
                        out_specs=(spec["t"], spec["b"]))(*[args[i] for i in given])

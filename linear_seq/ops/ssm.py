@@ -432,8 +432,8 @@ def ssm_diag_channels(u, Ab, Bb, C, D, *, mode: str = "fft", initial_state=None,
     y = _causal_conv_channels(u, K_TH) + y_skip
     return y.astype(out_dtype), x_T
 
-  if x0 is None:
-    x0 = jnp.zeros((Bsz, H, N), sdt)
+  if x0 is None:  # zeros derived from u: under shard_map they vary over u's mesh axes, as a scan carry must
+    x0 = jnp.zeros((Bsz, H, N), sdt) + u[:, :0].sum(axis=1)[..., None].astype(sdt)
   if mode == "chunk":
     y, x_T = _chunk_channels(u, Ab, Bb, C, x0, reset, chunk_size)
     return (y + y_skip).astype(out_dtype), x_T

@@ -30,8 +30,10 @@ Optional hooks in the config file:
 `--archive=DIR` (a committed folder, e.g. experiments/mqar/points) keeps each finished point's small result files
 as DIR/<point>.json and restores them into a fresh --workdir, so a study run over several sittings on different
 machines skips what is already done (linear_seq.studies.archive); commit DIR as points finish.
-With --parallel N, each point is pinned to one CPU core (XLA's CPU thread pool follows the process's
-affinity; XLA_FLAGS/OMP settings alone do not limit it in jax 0.10) so N single-threaded runs share the cores.
+With --parallel N on CPU, each point is pinned to one core (XLA's CPU thread pool follows the process's
+affinity; XLA_FLAGS/OMP settings alone do not limit it in jax 0.10) so N single-threaded runs share the cores;
+on a GPU/TPU host the points share the device without preallocating its memory (linear_seq/xla_env.py). The
+flags are added to the user's XLA_FLAGS, not replacing them.
 """
 import concurrent.futures
 import dataclasses
@@ -56,20 +58,12 @@ import ml_collections
 
 from linear_seq import cli
 from linear_seq import config_lib
+from linear_seq import xla_env
 from linear_seq.studies import archive
 from linear_seq.studies import collect
 from linear_seq.studies import plots as plots_lib
 from linear_seq.studies import report
 
-# Environment for single-threaded points (--parallel > 1). The affinity mask is what limits XLA's pool.
-SINGLE_THREAD_ENV = {
-    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "TF_NUM_INTRAOP_THREADS": "1",
-    "TF_NUM_INTEROP_THREADS": "1",
-}
 _NAME_MAX = 120
 
 
@@ -283,12 +277,14 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
   # The points run from the repository root, so linear_seq imports even when not installed.
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   base_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, base_env.get("PYTHONPATH", "")]))
-  if parallel > 1:
-    base_env.update(SINGLE_THREAD_ENV)
+  platform = xla_env.platform_hint(base_env)
+  if parallel > 1:  # CPU: single-threaded points, each pinned to a core; accelerators: no preallocation
+    base_env = xla_env.parallel_point_env(base_env, platform)
+  pin = parallel > 1 and platform == "cpu"
   cpus = sorted(os.sched_getaffinity(0))
   slots: queue.Queue = queue.Queue()
   for i in range(parallel):
-    slots.put(cpus[i % len(cpus)] if parallel > 1 else None)
+    slots.put(cpus[i % len(cpus)] if pin else None)
 
   if archive_dir:
     archive.sync(points, archive_dir, is_finished, log)
@@ -446,7 +442,8 @@ def run_sweep(config_arg: str, workdir: str, *, base_config: ml_collections.Conf
   curves = collect.write_curves(workdir, rows, sources)  # what --plots_only redraws the curves from
   study = getattr(module, "STUDY", os.path.basename(os.path.dirname(os.path.abspath(path))))
   files = report.write_report(workdir, rows, study=study, command=command, plot_files=plot_files,
-                              point_env=SINGLE_THREAD_ENV if parallel > 1 else None) + plot_files + [curves]
+                              point_env=xla_env.parallel_point_env(
+                                  {}, xla_env.platform_hint()) if parallel > 1 else None) + plot_files + [curves]
   failed = [n for n, s in statuses.items() if s["status"] == "failed"]
   done = sum(s["status"] == "ok" for s in statuses.values())
   skipped = sum(s["status"] == "skipped" for s in statuses.values())

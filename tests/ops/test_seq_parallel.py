@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.helpers import FAST_COMPILE_XLA_FLAG
+from tests import helpers
 from tests.ops import seq_parallel_cases
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -23,9 +23,7 @@ VAL_TOL, GRAD_TOL, FEATURE_MAP_GRAD_TOL = 1e-5, 2e-5, 1e-4
 
 @pytest.fixture(scope="module")
 def errors():
-  env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=4 {FAST_COMPILE_XLA_FLAG}",
-         "PYTHONPATH": ROOT,
-         "JAX_CACHE_DIR": os.environ.get("JAX_CACHE_DIR", os.path.join(ROOT, ".jax_cache"))}
+  env = helpers.fake_devices_env(4)
   proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ops", "seq_parallel_cases.py")],
                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800)
   assert proc.returncode == 0, proc.stderr[-3000:]
