@@ -14,6 +14,20 @@ def define_verbose_flag() -> None:
     flags.DEFINE_bool("verbose", False, "Print the traceback of an error, not only its one-line message.")
 
 
+def define_dry_run_flag(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  if "dry_run" not in flag_values:
+    flags.DEFINE_bool("dry_run", False, "Parse the flags and load the config, print what would run, and exit 0 "
+                      "without touching the workdir or compiling anything (the README's command test uses it).",
+                      flag_values=flag_values)
+
+
+def exit_if_dry_run(what: str, flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """With --dry_run: prints `dry run: <what>` and exits 0 (called once the flags and config are checked)."""
+  if "dry_run" in flag_values and flag_values.dry_run:
+    print(f"dry run: {what}", flush=True)
+    sys.exit(0)
+
+
 def fail(message: str) -> None:
   sys.stderr.write(f"error: {message}\n")
   sys.stderr.flush()

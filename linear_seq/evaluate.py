@@ -60,6 +60,7 @@ def define_flags() -> None:
   flags.DEFINE_float("temperature", 0.8, "Sampling temperature for --generate (0 = greedy).")
   flags.DEFINE_integer("seed", 0, "Sampling seed for --generate.")
   cli.define_verbose_flag()
+  cli.define_dry_run_flag()
   flags.mark_flags_as_required(["workdir"])
 
 
@@ -225,6 +226,12 @@ def main(argv):
     sys.exit(f"error: {e}")
   if unexpected:
     raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
+  if FLAGS.dry_run:  # the saved config with the overrides, when the workdir exists (the overrides' syntax else)
+    if os.path.exists(os.path.join(FLAGS.workdir, config_lib.CONFIG_FILE)):
+      with cli.one_line_errors(ValueError):
+        config_lib.apply_overrides(config_lib.load_config(FLAGS.workdir), overrides)
+    cli.exit_if_dry_run(f"would evaluate {FLAGS.workdir} (step {FLAGS.step or 'latest'}, split {FLAGS.split}"
+                        + (f", overrides {overrides}" if overrides else "") + ")")
   sharding.maybe_initialize_distributed()  # before any other JAX call
   metrics_lib.quiet_library_logs()
   workdir = FLAGS.workdir

@@ -34,6 +34,7 @@ flags.DEFINE_integer("distributed_timeout", 0, "Multi-process: seconds for initi
                      "shutdown (0 = JAX's defaults, minutes); a dead peer ends the run within about this.")
 flags.DEFINE_bool("restart", False, "Start over from step 0: removes the workdir's checkpoints and metrics first.")
 cli.define_verbose_flag()
+cli.define_dry_run_flag()
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -41,6 +42,14 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   metrics_lib.quiet_library_logs()
+  if FLAGS.dry_run:
+    cli.load_config_flag()
+    with cli.one_line_errors(validation.ConfigError):
+      config = _config()
+      validation.check_config(config)
+    cli.exit_if_dry_run(f"would train {config.model.mixer} ({config.model.num_layers} layers, d_model "
+                        f"{config.model.d_model}) on {config.data.dataset} for {config.train.num_steps} steps "
+                        f"into {FLAGS.workdir}")
   xla_env.add_flags(xla_env.DETERMINISTIC_FLAGS)  # exact resume on GPU; before the backend starts
   sharding.maybe_initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
                                         FLAGS.distributed_timeout)

@@ -383,6 +383,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                            flag_values=flag_values)
   if "verbose" not in flag_values:
     flags.DEFINE_bool("verbose", False, "Print the traceback of an error, not only its one-line message.", **kw)
+  cli.define_dry_run_flag(flag_values)
 
 
 def run_flags(a: flags.FlagValues = FLAGS) -> dict:
@@ -415,7 +416,7 @@ def run_flags(a: flags.FlagValues = FLAGS) -> dict:
   print(format_text(rows) + "\n\n" + format_ratios(ratios))
   if a.markdown:
     print("\n" + format_markdown(rows) + "\n\n" + format_ratios(ratios, markdown=True))
-  args = {f.name: f.value for f in a.get_flags_for_module(__name__) if f.name != "verbose"}  # the setup
+  args = {f.name: f.value for f in a.get_flags_for_module(__name__) if f.name not in ("verbose", "dry_run")}  # the setup
   results = {"environment": env, "args": args, "ratios": ratios,
              "cases": [{"form": c.form, "op": c.op, "mode": c.mode, "T": c.T, "tokens": c.tokens,
                         "skip": c.skip, **c.result} for c in cases]}
@@ -428,6 +429,7 @@ def run_flags(a: flags.FlagValues = FLAGS) -> dict:
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  cli.exit_if_dry_run(f"would time {', '.join(FLAGS.forms)} at T={FLAGS.T}")
   with cli.one_line_errors(OSError, ValueError):  # e.g. --json in a folder that does not exist
     run_flags()
 

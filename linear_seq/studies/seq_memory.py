@@ -18,6 +18,7 @@ from absl import flags
 import jax
 import numpy as np
 
+from linear_seq import cli
 from linear_seq import config_lib
 from linear_seq import sharding
 from linear_seq import steps
@@ -58,6 +59,7 @@ def rows(lengths: Sequence[int]) -> list[dict]:
 
 def main(argv):
   del argv
+  cli.exit_if_dry_run(f"would compile a GLA training step at T={_FLAGS.value} on seq=1 and seq=4")
   if jax.device_count() < 4:
     raise app.UsageError("needs 4 devices: XLA_FLAGS=--xla_force_host_platform_device_count=4")
   print("| T | seq=1 MiB/device | seq=4 MiB/device | seq=4 / seq=1 |\n|---|---|---|---|")
@@ -66,4 +68,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  cli.define_dry_run_flag()
   app.run(main)

@@ -35,6 +35,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 import matplotlib.ticker  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from linear_seq import cli  # pylint: disable=wrong-import-position
 from linear_seq import config_lib  # pylint: disable=wrong-import-position
 from linear_seq import eval_lib  # pylint: disable=wrong-import-position
 from linear_seq import evaluate  # pylint: disable=wrong-import-position
@@ -258,6 +259,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                      "Skip a mixer's longer lengths once a first call (compile + run) takes longer.", **kw)
   flags.DEFINE_bool("tiny", False, "Smoke run: tiny model, T in {64, 128}, 1 repeat.", **kw)
   flags.DEFINE_bool("plots_only", False, "Only redraw the plots (PNG + PDF) from WORKDIR/speed.json.", **kw)
+  cli.define_dry_run_flag(flag_values)
 
   def check_mixers(mixers):
     unknown = [m for m in mixers if m not in MIXERS]
@@ -299,6 +301,8 @@ def run_flags(flag_values: flags.FlagValues = FLAGS, argv: Sequence[str] | None 
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  cli.exit_if_dry_run(f"would measure {', '.join(FLAGS.mixers)} at T={FLAGS.lengths} into "
+                      f"{FLAGS.workdir or FLAGS.decode_workdir}")
   sys.exit(run_flags())
 
 
