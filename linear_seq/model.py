@@ -30,6 +30,8 @@ DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 NORMS = ("rms", "layer")
 CONV_PLACES = ("input", "qkv")
 INPUT_POSITIONS = ("none", "learned")
+# Mixers whose gate α ∈ [0, 1] model.negative_eigenvalues will map to 2α − 1 once the ops take signed decays.
+SIGNED_DECAY_MIXERS = ("gla", "mamba2", "retention")
 
 
 def _floats(value) -> tuple[float, ...]:
@@ -87,6 +89,8 @@ class ModelConfig:
   dt_max: float = 1e-1
   delta_gate: str = "none"
   delta_beta: str = "sigmoid"
+  householder_steps: int = 2
+  negative_eigenvalues: bool = False
   mamba_expand: int = 2
   mamba_head_dim: int = 64
 
@@ -117,11 +121,31 @@ class ModelConfig:
     if self.mlp_ratio < 0 or self.conv_width < 0 or self.conv_width == 1:
       raise ValueError(f"need mlp_ratio >= 0 and conv_width 0 or >= 2, got {self.mlp_ratio}, "
                        f"{self.conv_width}")
+    self._check_negative_eigenvalues()
     own_conv = sorted({n for n in self.mixers if getattr(mixers.get(n), "owns_short_conv", False)})
     if self.conv_width and own_conv and self.conv_on == "input":
       raise ValueError(f"model.conv_width={self.conv_width}: {', '.join(own_conv)} apply their own short "
                        f"convs and the block's would come on top; set model.conv_width=0 or "
                        f"model.conv_on=qkv")
+
+  def _check_negative_eigenvalues(self) -> None:
+    """model.negative_eigenvalues needs mixers with `supports_negative_eigenvalues` (deltanet, deltaproduct:
+    β ∈ (0, 2)); gla, mamba2 and retention will take it as α ↦ 2α − 1 once the ops take signed decays."""
+    if not isinstance(self.householder_steps, int) or isinstance(self.householder_steps, bool) \
+        or self.householder_steps < 1:
+      raise ValueError(f"model.householder_steps must be an integer >= 1, got {self.householder_steps!r}")
+    if not self.negative_eigenvalues:
+      return
+    valid = ", ".join(n for n, c in mixers.MIXERS.items() if getattr(c, "supports_negative_eigenvalues", False))
+    bad = [n for n in dict.fromkeys(self.mixers)
+           if not getattr(mixers.get(n), "supports_negative_eigenvalues", False)]
+    signed = [n for n in bad if n in SIGNED_DECAY_MIXERS]
+    if signed:
+      raise ValueError(f"model.negative_eigenvalues=True: {', '.join(signed)} need signed decays in the ops "
+                       f"(α ↦ 2α − 1), which are not built yet; valid mixers: {valid}")
+    if bad:
+      raise ValueError(f"model.negative_eigenvalues=True: {', '.join(bad)} have no state transition to give "
+                       f"negative eigenvalues; valid mixers: {valid}")
 
   @property
   def mixers(self) -> tuple[str, ...]:
