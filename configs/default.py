@@ -36,7 +36,8 @@ def model_config() -> ml_collections.ConfigDict:
   m.num_heads = 4
   # MLP hidden width as a multiple of d_model; 0 = no MLP in the blocks (Zoology's MQAR models).
   m.mlp_ratio = 4
-  # Short causal depthwise conv width (Based/Zoology/fla); 0 = none (with conv_on=input deltanet, mamba2 need 0).
+  # Short causal depthwise conv width (Based/Zoology/fla); 0 = none (with conv_on=input deltanet, deltaproduct,
+  # mamba2 need 0).
   m.conv_width = 0
   # Where that conv goes: input (once on the block's input) | qkv (on q, k, v after their projections, as in
   # fla's layers, for softmax/linear/retention/gla; s4 keeps it on its input; deltanet, mamba2 use their own).
@@ -102,7 +103,7 @@ def model_config() -> ml_collections.ConfigDict:
   m.householder_steps = 2
   # State transitions with eigenvalues in [-1, 1] (Grazzi et al. 2025): deltanet, deltaproduct take
   # beta = 2 sigmoid(x W_b) in (0, 2); gla, mamba2, retention will take alpha -> 2 alpha - 1 (needs signed
-  # decays in the ops, not built yet: an error for now).
+  # decays in the ops, not built yet: an error for now); softmax, linear, s4 layers of a hybrid are unchanged.
   m.negative_eigenvalues = False
   # mamba2: inner width E as a multiple of d_model.
   m.mamba_expand = 2

@@ -48,6 +48,6 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     c.data.seq_len, c.data.batch_size, c.data.num_train, c.data.num_eval = 8, 8, 64, 16
     c.eval.lengths, c.eval.batch_size = "16", 8
     c.model.d_model, c.model.chunk_size = 16, 4
-    c.train.num_steps, c.train.warmup_steps = 4, 1
-    c.train.log_every = c.train.eval_every = c.train.checkpoint_every = 2
+    c.train.num_steps, c.train.warmup_steps, c.train.log_every = 2, 1, 1
+    c.train.eval_every = c.train.checkpoint_every = 2
   return c

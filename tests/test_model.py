@@ -269,3 +269,6 @@ def test_negative_eigenvalues_and_its_older_alias():
     for name in ("deltanet", "deltaproduct"):
       cfg = model_lib.ModelConfig(**{**TINY, "mixer": name, **overrides})
       assert mixers.get(name).from_config(cfg, rngs=nnx.Rngs(0)).beta == beta
+  # In a hybrid the switch acts on the delta layers; softmax has no transition to change.
+  cfg = model_lib.ModelConfig(**{**TINY, "layer_mixers": "deltaproduct,softmax", "negative_eigenvalues": True})
+  assert cfg.mixers == ("deltaproduct", "softmax")

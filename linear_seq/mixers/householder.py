@@ -3,8 +3,8 @@
 Per token t, n = n_h delta steps j = 0..n−1 with their own key, value and write strength, the decay applied once
 before the first step and the query read after the last:
 
-    S_{t,0}' = diag(α_t) S_{t−1}
-    S_{t,j}  = (I − β_{t,j} k_{t,j}ᵀ k_{t,j}) S_{t,j−1}' + β_{t,j} k_{t,j}ᵀ v_{t,j}     (S_{t,j}' = S_{t,j−1} for j > 0)
+    S_{t,−1} = diag(α_t) S_{t−1}
+    S_{t,j}  = (I − β_{t,j} k_{t,j}ᵀ k_{t,j}) S_{t,j−1} + β_{t,j} k_{t,j}ᵀ v_{t,j}        j = 0, …, n−1
     S_t = S_{t,n−1}          o_t = scale · q_t S_t
 
 so the transition of token t is a product of n generalized Householder matrices times diag(α_t), identity

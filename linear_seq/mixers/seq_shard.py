@@ -7,7 +7,7 @@ shards, runs per shard with `seq_axis=SEQ_AXIS` (exact: ops/seq_parallel.py). Th
 context (`with jax.set_mesh(mesh):` around the jitted step); without a 'seq' axis of size > 1, or when the
 call's B or T does not split over the mesh (a one-token decode step, a short prompt), the op runs unsharded.
 
-Used by the linear, retention, gla, deltanet and mamba2 mixers.
+Used by the linear, retention, gla, deltanet (and deltaproduct) and mamba2 mixers.
 """
 from typing import Callable, Sequence
 

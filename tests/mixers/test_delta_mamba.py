@@ -122,7 +122,10 @@ def test_against_float64_loop(make, reference):
   np.testing.assert_allclose(np.asarray(y, np.float64), ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
 
 
-@pytest.mark.parametrize("make", [c[1] for c in CASES], ids=[c[0] for c in CASES])
+BF16_CASES = [c for c in CASES if c[0] != "deltaproduct3-scalar-2sigmoid"]   # deltanet's dtype path
+
+
+@pytest.mark.parametrize("make", [c[1] for c in BF16_CASES], ids=[c[0] for c in BF16_CASES])
 def test_bfloat16_compute(make):
   """bf16 activations (float32 params and state) track the float32 mixer with the same parameters."""
   x = jax.random.normal(jax.random.key(1), (B, T, D), jnp.float32)

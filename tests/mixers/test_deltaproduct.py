@@ -1,7 +1,7 @@
 """DeltaProduct's recurrence (mixers/householder.py) against a float64 numpy loop of Siems et al.'s equations.
 
-Per token: S ← diag(α_t) S once, then for each of the n_h steps S ← S + β k ᵀ(v − k S), then o_t = K^−½ q_t S.
-Checked: outputs and final state of the chunk and recurrent forms (float32, relative RMS ≤ 1e-5); gradients wrt
+Per token: S ← diag(α_t) S once, then for each of the n_h steps S ← S + β kᵀ(v − k S), then o_t = K^−½ q_t S.
+Checked: outputs and final state of the chunk form (float32, relative RMS ≤ 1e-5); gradients wrt
 q, k, v, β, log α and the initial state (random cotangents on o and S) of the float64 chunk form against central
 finite differences of the numpy loop along a random direction per input (≤ 1e-6 relative), and of the float32
 chunk form against the float64 one (≤ 2e-5). The mixer itself is checked against the loop in test_delta_mamba.py
@@ -63,7 +63,8 @@ def _vjp(mode, chunk_size):
   return jax.jit(f)
 
 
-CASES = [(2, "scalar", True, 4), (3, "channel", False, 3), (2, None, True, 16)]
+# Ungated with resets is the mixer's packed-document case in test_mixers.py.
+CASES = [(2, "scalar", True, 4), (3, "channel", False, 3)]
 
 
 @pytest.mark.parametrize("n,gate,init,chunk", CASES, ids=[f"n{c[0]}-{c[1]}-s0{c[2]}" for c in CASES])
@@ -73,9 +74,8 @@ def test_against_float64_loop(n, gate, init, chunk):
   r = np.random.default_rng(1)
   cot = (r.normal(size=o_ref.shape).astype(np.float32), r.normal(size=s_ref.shape).astype(np.float32))
   present = [i for i, a in enumerate(args) if a is not None]
-  for mode in ("chunk", "recurrent"):
-    (o, s), _ = _vjp(mode, chunk)(args, cot)
-    assert rel_rms(o, o_ref) < 1e-5 and rel_rms(s, s_ref) < 1e-5, mode
+  (o, s), grads32 = _vjp("chunk", chunk)(args, cot)   # the other forms are the op's (tests/ops/test_delta.py)
+  assert rel_rms(o, o_ref) < 1e-5 and rel_rms(s, s_ref) < 1e-5
   # Gradients: the float64 chunk form against finite differences of the loop, one random direction per input.
   with jax.enable_x64(True):
     f64 = lambda a: None if a is None else jnp.asarray(a, jnp.float64)  # noqa: E731
@@ -91,7 +91,6 @@ def test_against_float64_loop(n, gate, init, chunk):
     plus[i], minus[i] = plus[i] + eps * d, minus[i] - eps * d
     fd = (objective(plus) - objective(minus)) / (2 * eps)
     assert abs(np.sum(grad * d) - fd) <= 1e-6 * max(1.0, abs(fd)), (i, np.sum(grad * d), fd)
-  _, grads32 = _vjp("chunk", chunk)(args, cot)
   for i, g32, g64 in zip(present, grads32, grads64):
     assert rel_rms(g32, g64) < 2e-5, (i, rel_rms(g32, g64))
 
