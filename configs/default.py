@@ -22,7 +22,7 @@ OPTIONS = ("mixer", "tiny")  # get_config options
 
 def model_config() -> ml_collections.ConfigDict:
   m = ml_collections.ConfigDict()
-  # Mixer for every layer: softmax | linear | retention | gla | s4 | deltanet | mamba2.
+  # Mixer for every layer: softmax | linear | retention | gla | s4 | deltanet | deltaproduct | mamba2.
   m.mixer = "gla"
   # Per-layer mixers for hybrids, comma-separated (e.g. 'gla,softmax,gla,gla'); '' = `mixer` everywhere.
   m.layer_mixers = ""
@@ -36,7 +36,8 @@ def model_config() -> ml_collections.ConfigDict:
   m.num_heads = 4
   # MLP hidden width as a multiple of d_model; 0 = no MLP in the blocks (Zoology's MQAR models).
   m.mlp_ratio = 4
-  # Short causal depthwise conv width (Based/Zoology/fla); 0 = none (with conv_on=input deltanet, mamba2 need 0).
+  # Short causal depthwise conv width (Based/Zoology/fla); 0 = none (with conv_on=input deltanet, deltaproduct,
+  # mamba2 need 0).
   m.conv_width = 0
   # Where that conv goes: input (once on the block's input) | qkv (on q, k, v after their projections, as in
   # fla's layers, for softmax/linear/retention/gla; s4 keeps it on its input; deltanet, mamba2 use their own).
@@ -93,10 +94,17 @@ def model_config() -> ml_collections.ConfigDict:
   m.dt_min = 1e-3
   # s4, mamba2, deltanet (gated): largest learned step size dt at init.
   m.dt_max = 1e-1
-  # deltanet: decay none (DeltaNet) | scalar (Gated DeltaNet, one per head) | channel (KDA, per K channel).
+  # deltanet, deltaproduct: decay none (DeltaNet) | scalar (Gated DeltaNet, one per head) | channel (KDA,
+  # per K channel).
   m.delta_gate = "none"
-  # deltanet: beta = sigmoid(x W_b) | 2sigmoid (beta in (0, 2): negative eigenvalues).
+  # deltanet, deltaproduct: beta = sigmoid(x W_b) | 2sigmoid (an older name for negative_eigenvalues=True).
   m.delta_beta = "sigmoid"
+  # deltaproduct: delta steps (generalized Householder factors) per token, n_h >= 1 (1 = deltanet).
+  m.householder_steps = 2
+  # State transitions with eigenvalues in [-1, 1] (Grazzi et al. 2025): deltanet, deltaproduct take
+  # beta = 2 sigmoid(x W_b) in (0, 2); gla, mamba2, retention will take alpha -> 2 alpha - 1 (needs signed
+  # decays in the ops, not built yet: an error for now); softmax, linear, s4 layers of a hybrid are unchanged.
+  m.negative_eigenvalues = False
   # mamba2: inner width E as a multiple of d_model.
   m.mamba_expand = 2
   # mamba2: channels P per head (heads = mamba_expand * d_model / mamba_head_dim).
@@ -115,7 +123,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.model = model_config()
 
   c.data = ml_collections.ConfigDict()
-  # shakespeare | local_text | hf_disk | tiny_shakespeare | lm1b (need TensorFlow) | mqar | selective_copy | induction.
+  # shakespeare | local_text | hf_disk | tiny_shakespeare | lm1b (need TensorFlow) | mqar | selective_copy | induction
+  # | parity | mod_count | mod_arith | permutation (state tracking, linear_seq/data/state_tracking.py).
   c.data.dataset = "shakespeare"
   # Folder of .txt files for local_text; for hf_disk a datasets save_to_disk folder or a folder of parquet files.
   c.data.path = ""
@@ -141,6 +150,13 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.data.num_kv_pairs = 4
   # selective_copy: tokens to copy; induction: unused.
   c.data.num_tokens_to_copy = 16
+  # parity, mod_count, mod_arith, permutation (state tracking): shortest training length; lengths are drawn
+  # from [min_len, seq_len], and evaluation lengths above seq_len hold examples of exactly that length.
+  c.data.min_len = 3
+  # mod_count, mod_arith: the modulus m (>= 2).
+  c.data.modulus = 5
+  # permutation: the group, S3 | S5 (word problems: the target is the running product).
+  c.data.group = "S3"
 
   c.train = ml_collections.ConfigDict()
   # Optimisation steps.
@@ -189,6 +205,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.eval = ml_collections.ConfigDict()
   # Evaluation sequence length; 0 = data.seq_len (larger tests length extrapolation).
   c.eval.seq_len = 0
+  # Further evaluation lengths, comma-separated (e.g. '80,160,320'); each adds eval_loss_T<L> and
+  # eval_accuracy_T<L> (synthetic) or bits_per_byte_T<L> (text) to every evaluation; '' = none.
+  c.eval.lengths = ""
   # Batch size of evaluation.
   c.eval.batch_size = 32
   # Cap on evaluation batches; 0 = the whole validation split.

@@ -23,6 +23,20 @@ def eval_seq_len(config: ml_collections.ConfigDict) -> int:
   return int(config.eval.seq_len or config.data.seq_len)
 
 
+def eval_lengths(config: ml_collections.ConfigDict) -> tuple[int, ...]:
+  """config.eval.lengths ('80,160,320', '' = none): the further evaluation lengths; ValueError unless each is a
+  positive integer."""
+  value = config.eval.get("lengths", "")
+  items = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else list(value)
+  try:
+    lengths = tuple(int(v) for v in items)
+  except ValueError:
+    lengths = ()
+  if len(lengths) != len(items) or any(n <= 0 for n in lengths):
+    raise ValueError(f"eval.lengths must be comma-separated positive integers (e.g. '80,160,320'), got {value!r}")
+  return lengths
+
+
 def make_eval_iterator(config: ml_collections.ConfigDict, split: str = "validation"):
   return data.make_iterator(config.data, split, batch_size=int(config.eval.batch_size),
                             seq_len=eval_seq_len(config), seed=int(config.data.shuffle_seed),

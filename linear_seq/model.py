@@ -8,7 +8,8 @@
 Blocks are pre-norm: x += mixer(conv(norm(x))); x += MLP(norm(x)), norm RMSNorm or LayerNorm (model.norm).
 The short conv (conv_width > 0) sits on the block input (conv_on='input') or, with conv_on='qkv', inside
 mixers that have q/k/v projections (softmax, linear, retention, gla: `mixers.qkv_conv`); mixers without them
-(s4, a plug-in without `supports_qkv_conv`) keep it on their input, and deltanet/mamba2 always use their own.
+(s4, a plug-in without `supports_qkv_conv`) keep it on their input, and deltanet/deltaproduct/mamba2 always use
+their own.
 input_pos='learned' adds a learned absolute position embedding (positions within the document, the last one
 reused past max_len) to the token embedding. The LM state is a list with one dict per layer: {'mixer': the
 mixer's state, 'conv': last conv_width−1 inputs [B,W−1,D]} ('conv' only with a block conv); with learned
@@ -30,6 +31,8 @@ DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 NORMS = ("rms", "layer")
 CONV_PLACES = ("input", "qkv")
 INPUT_POSITIONS = ("none", "learned")
+# Mixers whose gate α ∈ [0, 1] model.negative_eigenvalues will map to 2α − 1 once the ops take signed decays.
+SIGNED_DECAY_MIXERS = ("gla", "mamba2", "retention")
 
 
 def _floats(value) -> tuple[float, ...]:
@@ -87,6 +90,8 @@ class ModelConfig:
   dt_max: float = 1e-1
   delta_gate: str = "none"
   delta_beta: str = "sigmoid"
+  householder_steps: int = 2
+  negative_eigenvalues: bool = False
   mamba_expand: int = 2
   mamba_head_dim: int = 64
 
@@ -117,11 +122,32 @@ class ModelConfig:
     if self.mlp_ratio < 0 or self.conv_width < 0 or self.conv_width == 1:
       raise ValueError(f"need mlp_ratio >= 0 and conv_width 0 or >= 2, got {self.mlp_ratio}, "
                        f"{self.conv_width}")
+    self._check_negative_eigenvalues()
     own_conv = sorted({n for n in self.mixers if getattr(mixers.get(n), "owns_short_conv", False)})
     if self.conv_width and own_conv and self.conv_on == "input":
       raise ValueError(f"model.conv_width={self.conv_width}: {', '.join(own_conv)} apply their own short "
                        f"convs and the block's would come on top; set model.conv_width=0 or "
                        f"model.conv_on=qkv")
+
+  def _check_negative_eigenvalues(self) -> None:
+    """model.negative_eigenvalues acts on the layers whose mixer has `supports_negative_eigenvalues` (deltanet,
+    deltaproduct: β ∈ (0, 2)) and needs at least one; gla, mamba2 and retention refuse it until the ops take
+    signed decays (then α ↦ 2α − 1); other layers of a hybrid (softmax, linear, s4) are left as they are."""
+    if not isinstance(self.householder_steps, int) or isinstance(self.householder_steps, bool) \
+        or self.householder_steps < 1:
+      raise ValueError(f"model.householder_steps must be an integer >= 1, got {self.householder_steps!r}")
+    if not self.negative_eigenvalues:
+      return
+    supported = lambda n: getattr(mixers.get(n), "supports_negative_eigenvalues", False)  # noqa: E731
+    valid = ", ".join(n for n in mixers.MIXERS if supported(n))
+    names = list(dict.fromkeys(self.mixers))
+    signed = [n for n in names if n in SIGNED_DECAY_MIXERS]
+    if signed:
+      raise ValueError(f"model.negative_eigenvalues=True: {', '.join(signed)} need signed decays in the ops "
+                       f"(α ↦ 2α − 1), which are not built yet; valid mixers: {valid}")
+    if not any(supported(n) for n in names):
+      raise ValueError(f"model.negative_eigenvalues=True: {', '.join(names)} have no state transition to give "
+                       f"negative eigenvalues; valid mixers: {valid}")
 
   @property
   def mixers(self) -> tuple[str, ...]:

@@ -45,6 +45,8 @@ def make_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
     mesh = sharding.make_mesh(data=data, seq=seq)
     sharding.check_seq_len(int(config.data.seq_len), mesh)
     sharding.check_seq_len(eval_lib.eval_seq_len(config), mesh, "eval.seq_len (0 = data.seq_len)")
+    for length in eval_lib.eval_lengths(config):
+      sharding.check_seq_len(length, mesh, "eval.lengths")
   except ValueError as e:
     raise validation.ConfigError(str(e)) from e
   if seq > 1 and "s4" in validation.layer_mixer_names(config.model):
@@ -201,14 +203,20 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
 
 
 def _eval_line(state, static, config, info, step: int) -> dict[str, float]:
-  try:
-    with jax.set_mesh(static.mesh):   # the mixers' op calls find the seq axis here (mixers/seq_shard.py)
-      result = eval_lib.run_eval(state, static, config, info)
-  except ValueError as e:  # e.g. a validation split that gives no tokens: a config problem, one line
-    raise validation.ConfigError(f"evaluation at step {step} failed: {e}") from e
-  line = {"eval_loss": result["eval_loss"]}
-  line.update({"bits_per_byte": result["bits_per_byte"]} if "bits_per_byte" in result
-              else {"eval_accuracy": result["accuracy"]})
+  """eval_loss and bits_per_byte | eval_accuracy at eval.seq_len, then the same with a _T<L> suffix at each of
+  eval.lengths."""
+  line = {}
+  for length in (None,) + eval_lib.eval_lengths(config):
+    at = config if length is None else config_lib.apply_overrides(config, {"eval.seq_len": length})
+    try:
+      with jax.set_mesh(static.mesh):   # the mixers' op calls find the seq axis here (mixers/seq_shard.py)
+        result = eval_lib.run_eval(state, static, at, info)
+    except ValueError as e:  # e.g. a validation split that gives no tokens: a config problem, one line
+      raise validation.ConfigError(f"evaluation at step {step} failed: {e}") from e
+    suffix = "" if length is None else f"_T{length}"
+    line[f"eval_loss{suffix}"] = result["eval_loss"]
+    line.update({f"bits_per_byte{suffix}": result["bits_per_byte"]} if "bits_per_byte" in result
+                else {f"eval_accuracy{suffix}": result["accuracy"]})
   return line
 
 

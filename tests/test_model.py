@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from linear_seq import mixers
 from linear_seq import model as model_lib
 from linear_seq import optim
 from linear_seq.mixers import RandomProjection
@@ -74,6 +75,12 @@ BAD_CONFIGS = [
     (dict(conv_on="out"), "unknown model.conv_on 'out'; valid: input, qkv"),
     (dict(init="xavier"), "unknown model.init 'xavier'; valid: default, gpt2"),
     (dict(input_pos="rope"), "unknown model.input_pos 'rope'; valid: none, learned"),
+    (dict(layer_mixers="deltanet,gla,mamba2", num_layers=3, negative_eigenvalues=True),
+     r"^model.negative_eigenvalues=True: gla, mamba2 need signed decays in the ops \(α ↦ 2α − 1\), which are not "
+     r"built yet; valid mixers: deltanet, deltaproduct$"),
+    (dict(mixer="softmax", negative_eigenvalues=True),
+     "softmax have no state transition to give negative eigenvalues; valid mixers: deltanet, deltaproduct$"),
+    (dict(mixer="deltaproduct", householder_steps=0), "model.householder_steps must be an integer >= 1, got 0"),
 ]
 
 
@@ -114,10 +121,12 @@ def test_generate_greedy_equals_argmax_of_full_forwards(hybrid):
 
 
 def test_delta_hybrid_generate_equals_full_forwards_and_labels():
-  """deltanet (scalar gate) + softmax + mamba2: greedy decode (prefill, then their one-token recurrent steps
-  with conv caches) == argmax of full forwards; their decay parameters take no weight decay, no S4 group."""
-  cfg = model_lib.ModelConfig(**TINY, layer_mixers="deltanet,softmax,mamba2", num_layers=3,
-                              delta_gate="scalar", mamba_head_dim=8)
+  """deltanet (scalar gate) + softmax + mamba2 + deltaproduct (3 steps): greedy decode (prefill, then their
+  one-token recurrent steps with conv caches) == argmax of full forwards; their decay parameters take no weight
+  decay, no S4 group; delta_beta=2sigmoid gives both delta mixers β = 2σ(·) (negative_eigenvalues would refuse
+  mamba2 until the ops take signed decays)."""
+  cfg = model_lib.ModelConfig(**TINY, layer_mixers="deltanet,softmax,mamba2,deltaproduct", num_layers=4,
+                              delta_gate="scalar", mamba_head_dim=8, householder_steps=3, delta_beta="2sigmoid")
   lm = model_lib.LM(cfg, rngs=nnx.Rngs(0))
   prompt = jax.random.randint(jax.random.key(1), (2, 5), 0, V)
   out = model_lib.generate(lm, prompt, 4, temperature=0.0)
@@ -129,7 +138,10 @@ def test_delta_hybrid_generate_equals_full_forwards_and_labels():
   np.testing.assert_array_equal(out, buf)
   labels = {tuple(str(p) for p in path): optim.param_label(path)
             for path, _ in nnx.to_flat_state(nnx.state(lm, nnx.Param))}
-  for block, leaf in (("0", "A_log"), ("0", "dt_bias"), ("2", "A_log"), ("2", "dt_bias"), ("2", "D_skip")):
+  assert lm.blocks[0].mixer.beta == lm.blocks[3].mixer.beta == "2sigmoid"
+  assert lm.blocks[3].mixer.householder_steps == 3
+  for block, leaf in (("0", "A_log"), ("0", "dt_bias"), ("2", "A_log"), ("2", "dt_bias"), ("2", "D_skip"),
+                      ("3", "A_log"), ("3", "dt_bias")):
     assert labels[("blocks", block, "mixer", leaf)] == "no_decay"
   assert labels[("blocks", "2", "mixer", "out_norm", "scale")] == "no_decay"
   assert labels[("blocks", "0", "mixer", "conv", "kernel")] == labels[("blocks", "2", "mixer", "in_proj", "kernel")] \
@@ -248,3 +260,15 @@ def test_independent_model_options():
   packed = fwd(params, buf, seg)[:, 4:]
   alone = fwd(params, jnp.concatenate([buf[:, 4:], buf[:, :4]], axis=1))[:, :5]
   np.testing.assert_allclose(packed, alone, rtol=2e-5, atol=2e-5)
+
+
+def test_negative_eigenvalues_and_its_older_alias():
+  """model.negative_eigenvalues and model.delta_beta=2sigmoid both give deltanet/deltaproduct β = 2σ(·)."""
+  for overrides, beta in ((dict(), "sigmoid"), (dict(negative_eigenvalues=True), "2sigmoid"),
+                          (dict(delta_beta="2sigmoid"), "2sigmoid")):
+    for name in ("deltanet", "deltaproduct"):
+      cfg = model_lib.ModelConfig(**{**TINY, "mixer": name, **overrides})
+      assert mixers.get(name).from_config(cfg, rngs=nnx.Rngs(0)).beta == beta
+  # In a hybrid the switch acts on the delta layers; softmax has no transition to change.
+  cfg = model_lib.ModelConfig(**{**TINY, "layer_mixers": "deltaproduct,softmax", "negative_eigenvalues": True})
+  assert cfg.mixers == ("deltaproduct", "softmax")

@@ -1,4 +1,5 @@
-"""Data: tokenizers (byte, bpe), TFDS text builders (no TensorFlow), synthetic recall tasks, one grain pipeline.
+"""Data: tokenizers (byte, bpe), TFDS text builders (no TensorFlow), synthetic recall and state-tracking tasks,
+one grain pipeline.
 
   info = data.dataset_info(config.data)
   it = data.make_iterator(config.data, 'train', batch_size=B, seq_len=T, seed=s)

@@ -22,6 +22,7 @@ from linear_seq.data import hf_disk
 from linear_seq.data import local_text
 from linear_seq.data import pipeline
 from linear_seq.data import shakespeare
+from linear_seq.data import state_tracking
 from linear_seq.data import synthetic
 from linear_seq.data import text
 from linear_seq.data import tfds_text
@@ -37,6 +38,10 @@ DATASETS = {
     "mqar": "synthetic",
     "selective_copy": "synthetic",
     "induction": "synthetic",
+    "parity": "synthetic",
+    "mod_count": "synthetic",
+    "mod_arith": "synthetic",
+    "permutation": "synthetic",
 }
 SPLITS = ("train", "validation")
 # Plug-in datasets: name -> factory (see the module docstring); `register_dataset` adds to it and to DATASETS.
@@ -114,6 +119,8 @@ def dataset_info(config: Any) -> DatasetInfo:
   valid ones; a text dataset that cannot be read or prepared here fails now, with what to do."""
   kind = _kind(config)
   if kind == "synthetic":
+    if config.dataset in state_tracking.TASKS:   # its sizes, modulus, group and vocabulary: checked now
+      make_examples(config, "train", seq_len=int(config.seq_len), seed=0)
     return DatasetInfo(config.dataset, int(config.vocab_size), kind, None)
   builder = _text_builder(config)
   tok = _text_tokenizer(config, builder)
@@ -154,6 +161,12 @@ def make_examples(config: Any, split: str, *, seq_len: int, seed: int) -> pipeli
     raise ValueError(f"seq_len must be a positive integer, got {seq_len!r}")
   if kind == "synthetic" and config.dataset in FACTORIES:
     return FACTORIES[config.dataset](config, split, seq_len, seed)
+  if config.dataset in state_tracking.TASKS:
+    return state_tracking.StateTrackingTask(
+        config.dataset, vocab_size=int(config.vocab_size), seq_len=seq_len, train_len=int(config.seq_len),
+        min_len=int(config.get("min_len", 1)), seed=seed, split=split,
+        num_examples=int(config.num_train if split == "train" else config.num_eval),
+        modulus=int(config.get("modulus", 2)), group=str(config.get("group", "S3")))
   if kind == "synthetic":
     return synthetic.SyntheticTask(
         config.dataset, vocab_size=int(config.vocab_size), seq_len=seq_len, seed=seed, split=split,

@@ -6,7 +6,7 @@ Every mixer owns its parameters and projections and calls one op from `linear_se
   state = mixer.init_state(batch_size, max_len);  n = mixer.state_size(seq_len)  (floats per sequence)
 state=None starts fresh and the call returns the state after the last token; segment_ids int [B,T]
 marks packed documents (a change of id starts a document: linear mixers and S4 reset their state,
-softmax masks across documents). Mixers with `owns_short_conv = True` (deltanet, mamba2) apply their own
+softmax masks across documents). Mixers with `owns_short_conv = True` (deltanet, deltaproduct, mamba2) apply their own
 short convs and need the block's model.conv_width = 0.
 
 A user's mixer (same interface) registers from its own module: `@linear_seq.mixers.register('mine')` on the
@@ -14,6 +14,7 @@ class, then `--config.imports=my_module --config.model.mixer=mine` (see examples
 """
 from linear_seq import checks
 from linear_seq.mixers.deltanet import DeltaNet
+from linear_seq.mixers.deltaproduct import DeltaProduct
 from linear_seq.mixers.gla import GatedLinearAttention
 from linear_seq.mixers.linear import LinearAttention
 from linear_seq.mixers.mamba2 import Mamba2
@@ -29,6 +30,7 @@ MIXERS = {
     "gla": GatedLinearAttention,
     "s4": S4D,
     "deltanet": DeltaNet,
+    "deltaproduct": DeltaProduct,
     "mamba2": Mamba2,
 }
 
@@ -44,4 +46,5 @@ def get(name: str) -> type:
 
 
 __all__ = ["MIXERS", "get", "register", "RandomProjection", "SoftmaxAttention", "LinearAttention", "Retention",
-           "GatedLinearAttention", "S4D", "DeltaNet", "Mamba2"]
+           "GatedLinearAttention", "S4D", "DeltaNet", "DeltaProduct",
+           "Mamba2"]

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
-from linear_seq.mixers import dt_gate, modes, segments, seq_shard
+from linear_seq.mixers import dt_gate, householder, modes, segments, seq_shard
 from linear_seq.mixers.head_norm import HeadNorm
 from linear_seq.mixers.short_conv import ShortConv
 from linear_seq.checks import check_choice
@@ -20,6 +20,12 @@ def l2_normalize(x: jax.Array, eps: float = 1e-6) -> jax.Array:
   return (x32 * jax.lax.rsqrt(jnp.sum(x32 * x32, axis=-1, keepdims=True) + eps)).astype(x.dtype)
 
 
+def beta_option(cfg) -> str:
+  """'2sigmoid' with model.negative_eigenvalues (or its older alias model.delta_beta=2sigmoid), else
+  model.delta_beta."""
+  return "2sigmoid" if cfg.negative_eigenvalues else cfg.delta_beta
+
+
 class DeltaNet(nnx.Module):
   """S_t = (I − β_t k_tᵀ k_t) diag(α_t) S_{t−1} + β_t k_tᵀ v_t, o_t = q_t S_t K^−½; `ops.delta_rule`.
 
@@ -32,31 +38,37 @@ class DeltaNet(nnx.Module):
   dt_bias per channel, A_log per head). Output y = W_o (HeadNorm(o) ⊙ swish(x W_g)); output_gate=False:
   y = W_o HeadNorm(o) (no g projection).
   segment_ids: log α = −inf at a document's first token (exact reset).
-  State: {'S': [B, H, K, V] float32, 'conv': [B, conv_width−1, 3·d_model]}.
+  householder_steps n > 1: DeltaProduct (`mixers.DeltaProduct`, see householder.py): n keys, values and β per
+  token (W_k, W_v: d_model → n·d_model, W_β: d_model → n·H), the gate once per token; n = 1 is DeltaNet.
+  State: {'S': [B, H, K, V] float32, 'conv': [B, conv_width−1, (1 + 2n)·d_model]}.
   """
   owns_short_conv = True  # the block's model.conv_width must be 0 (ModelConfig checks)
+  supports_negative_eigenvalues = True  # model.negative_eigenvalues: β = 2σ(·) ∈ (0, 2)
 
   def __init__(self, d_model: int, num_heads: int, *, gate: str = "none", beta: str = "sigmoid",
                gate_rank: int = 16, conv_width: int = 4, dt_min: float = 1e-3, dt_max: float = 1e-1,
-               mode: str = "", chunk_size: int = 64, output_gate: bool = True, dtype=jnp.float32,
-               rngs: nnx.Rngs):
+               mode: str = "", chunk_size: int = 64, output_gate: bool = True, householder_steps: int = 1,
+               dtype=jnp.float32, rngs: nnx.Rngs):
     check_choice("deltanet gate", gate, GATES)
     check_choice("deltanet beta", beta, BETAS)
+    if not isinstance(householder_steps, int) or isinstance(householder_steps, bool) or householder_steps < 1:
+      raise ValueError(f"householder_steps must be an integer >= 1 (delta steps per token), got "
+                       f"{householder_steps!r}")
     if d_model % num_heads:
       raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
     if gate == "channel" and gate_rank <= 0:
       raise ValueError(f"gate_rank must be a positive integer, got {gate_rank}")
     self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
-    self.gate, self.beta = gate, beta
+    self.gate, self.beta, self.householder_steps = gate, beta, householder_steps
     self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
-    H, K = num_heads, self.head_dim
+    H, K, n = num_heads, self.head_dim, householder_steps
     lin = lambda n_out: nnx.Linear(d_model, n_out, use_bias=False, dtype=dtype, rngs=rngs)
     # Creation order (q, k, v, g, o) fixes which key each draws: the same init as before output_gate existed.
-    self.q_proj, self.k_proj, self.v_proj = (lin(d_model) for _ in range(3))
+    self.q_proj, self.k_proj, self.v_proj = lin(d_model), lin(n * d_model), lin(n * d_model)
     self.g_proj = lin(d_model) if output_gate else None
     self.o_proj = lin(d_model)
-    self.b_proj = lin(H)
-    self.conv = ShortConv(3 * d_model, conv_width, dtype=dtype, rngs=rngs)
+    self.b_proj = lin(n * H)
+    self.conv = ShortConv((1 + 2 * n) * d_model, conv_width, dtype=dtype, rngs=rngs)
     if gate == "scalar":
       self.a_proj = lin(H)
     elif gate == "channel":
@@ -70,7 +82,7 @@ class DeltaNet(nnx.Module):
 
   @classmethod
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "DeltaNet":
-    return cls(cfg.d_model, cfg.num_heads, gate=cfg.delta_gate, beta=cfg.delta_beta,
+    return cls(cfg.d_model, cfg.num_heads, gate=cfg.delta_gate, beta=beta_option(cfg),
                gate_rank=cfg.gate_rank, dt_min=cfg.dt_min, dt_max=cfg.dt_max,
                mode=modes.linear_mode(cfg.mode), chunk_size=cfg.chunk_size, output_gate=cfg.output_gate,
                dtype=cfg.compute_dtype, rngs=rngs)
@@ -95,26 +107,30 @@ class DeltaNet(nnx.Module):
     return dt_gate.log_decay(dt_gate.step_size(a_BTHK, self.dt_bias[...]), self.A_log[...][:, None])
 
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
-    B, T, _ = x_BTD.shape
-    H, K = self.num_heads, self.head_dim
+    B, T, D = x_BTD.shape
+    H, K, n = self.num_heads, self.head_dim, self.householder_steps
     state = state or {}
     qkv_BTC = jnp.concatenate([self.q_proj(x_BTD), self.k_proj(x_BTD), self.v_proj(x_BTD)], axis=-1)
     qkv_BTC, conv_state = self.conv(qkv_BTC, state=state.get("conv"), segment_ids=segment_ids)
-    q_BTHK, k_BTHK, v_BTHK = (a.reshape(B, T, H, K) for a in jnp.split(jax.nn.silu(qkv_BTC), 3, axis=-1))
-    q_BTHK, k_BTHK = l2_normalize(q_BTHK), l2_normalize(k_BTHK)
-    beta_BTH = jax.nn.sigmoid(self.b_proj(x_BTD).astype(jnp.float32))
+    qkv_BTC = jax.nn.silu(qkv_BTC)
+    q_BTHK = l2_normalize(qkv_BTC[..., :D].reshape(B, T, H, K))
+    k_BTnHK = l2_normalize(qkv_BTC[..., D:(1 + n) * D].reshape(B, T, n, H, K))
+    v_BTnHK = qkv_BTC[..., (1 + n) * D:].reshape(B, T, n, H, K)
+    beta_BTnH = jax.nn.sigmoid(self.b_proj(x_BTD).astype(jnp.float32)).reshape(B, T, n, H)
     if self.beta == "2sigmoid":
-      beta_BTH = 2.0 * beta_BTH
+      beta_BTnH = 2.0 * beta_BTnH
     log_a = self.log_decay(x_BTD)
     reset_BT = segments.reset_log_decay(segment_ids)
     if reset_BT is not None:
       reset = reset_BT[:, :, None] if log_a is None or log_a.ndim == 3 else reset_BT[:, :, None, None]
       log_a = jnp.broadcast_to(reset_BT[:, :, None], (B, T, H)) if log_a is None else log_a + reset
     mode = self.mode if T > 1 else "recurrent"
-    o_BTHK, S = seq_shard.call(
+    # n > 1: the delta rule over T·n steps, token t's n steps consecutive (householder.py).
+    o_BTnHK, S = seq_shard.call(
         lambda q, k, v, beta, g, s, seq_axis: ops.delta_rule(
             q, k, v, beta, g, initial_state=s, mode=mode, chunk_size=self.chunk_size, seq_axis=seq_axis),
-        (q_BTHK, k_BTHK, v_BTHK, beta_BTH, log_a, state.get("S")), "tttttb")
+        (*householder.interleave(q_BTHK, k_BTnHK, v_BTnHK, beta_BTnH, log_a), state.get("S")), "tttttb")
+    o_BTHK = householder.last_steps(o_BTnHK, n)
     o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
     if self.g_proj is not None:
       o_BTD = o_BTD * jax.nn.swish(self.g_proj(x_BTD))

@@ -5,6 +5,7 @@
   python -m linear_seq.studies.bench --json=bench.json --markdown      # results file + README table
   python -m linear_seq.studies.bench --T=8192 \
     --forms=chunk,delta_recurrent,delta_chunk,delta_chunk_scalar,delta_chunk_vector   # delta rule
+  python -m linear_seq.studies.bench --T=2048,8192 --forms=delta_chunk,delta_product_chunk   # DeltaProduct
 
 Every case is jitted twice: the forward (the output only) and the forward+backward (the gradients of
 Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb, C, D;
@@ -33,6 +34,7 @@ import jax.numpy as jnp
 
 from linear_seq import cli
 from linear_seq import ops
+from linear_seq.mixers import householder
 from linear_seq.studies import common
 
 GiB = 2.0 ** 30
@@ -51,7 +53,9 @@ SEQ_FORMS = {
     "delta_chunk": ("delta_rule", "chunk", None, None),
     "delta_chunk_scalar": ("delta_rule", "chunk", "scalar", None),
     "delta_chunk_vector": ("delta_rule", "chunk", "vector", None),
+    "delta_product_chunk": ("delta_product", "chunk", None, None),   # n_h = 2 steps per token
 }
+HOUSEHOLDER_STEPS = 2  # the delta_product form's n_h (the deltaproduct mixer's default)
 SSM_MODES_BY_FORM = {"ssm_fft": "fft", "ssm_scan": "scan", "ssm_assoc": "assoc"}
 FORMS = tuple(SEQ_FORMS) + tuple(SSM_MODES_BY_FORM)
 
@@ -82,6 +86,7 @@ TARGETS = (
            False, 8192),
     Target("delta chunk / linear chunk, compiled memory", "delta_chunk", "chunk", 2.0, False, 8192,
            memory=True),
+    Target("deltaproduct (n_h=2) chunk / delta chunk", "delta_product_chunk", "delta_chunk", 2.5, False, 8192),
 )
 
 
@@ -119,6 +124,14 @@ def _seq_case(form: str, T: int, a, key) -> Case:
   v = jax.random.normal(kv, (B, T, H, V), jnp.float32)
   if op == "softmax_attention":
     case.fn, case.args = (lambda q, k, v: ops.softmax_attention(q, k, v, causal=True)), (q, k, v)
+  elif op == "delta_product":  # the delta_rule case's inputs with n_h keys, values and β per token
+    n, opts = HOUSEHOLDER_STEPS, {"mode": mode} | ({"chunk_size": a.chunk_size} if a.chunk_size else {})
+    l2 = lambda x: x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+    kn = l2(jax.random.normal(kk, (B, T, n, H, K), jnp.float32))
+    vn = jax.random.normal(kv, (B, T, n, H, V), jnp.float32)
+    beta = jax.nn.sigmoid(jax.random.normal(jax.random.fold_in(kg, 1), (B, T, n, H), jnp.float32))
+    case.fn = lambda q, k, v, b: householder.delta_product(q, k, v, b, **opts)[0]
+    case.args = (l2(q), kn, vn, beta)
   elif op == "delta_rule":  # q, k L2-normalized (as the deltanet mixer does), β = σ(x) ∈ (0, 1)
     opts = {"mode": mode} | ({"chunk_size": a.chunk_size} if a.chunk_size else {})
     l2 = lambda x: x / jnp.linalg.norm(x, axis=-1, keepdims=True)

@@ -1,4 +1,4 @@
-"""deltanet and mamba2 against float64 loops of their papers' equations (every gate, both betas), their
+"""deltanet, deltaproduct and mamba2 against float64 loops of their papers' equations (every gate, both betas), their
 Mamba-2 init, and bf16 compute. The shared checks (state, causality, prefill, packing) are in test_mixers."""
 import jax
 import jax.numpy as jnp
@@ -36,16 +36,20 @@ def rms(x, scale, eps=1e-5):
 
 
 def deltanet_reference(m, x_BTD):
-  """S' = α_t ⊙ S (rows of S scaled per K channel), S = S' + β k ᵀ(v − k S'), o = K^−½ q S, per head."""
+  """S' = α_t ⊙ S (rows of S scaled per K channel), S = S' + β k ᵀ(v − k S'), o = K^−½ q S, per head.
+  DeltaProduct (n = householder_steps > 1): after α_t, n such writes with the token's n (k_j, v_j, β_j), each
+  from its own slice of W_k, W_v, W_β (fla's layout: step-major), then o = K^−½ q S."""
   p = np_params(m)
-  K = D // H
+  K, n = D // H, m.householder_steps
   out = []
   for x in np.asarray(x_BTD, np.float64):
-    qkv = np.concatenate([x @ p[f"{n}_proj/kernel"] for n in "qkv"], axis=-1)
+    qkv = np.concatenate([x @ p[f"{c}_proj/kernel"] for c in "qkv"], axis=-1)
     qkv = silu(causal_conv(qkv, p["conv/kernel"], p["conv/bias"]))
-    q, k, v = (a.reshape(T, H, K) for a in np.split(qkv, 3, axis=-1))
+    q, k, v = qkv[:, :D].reshape(T, H, K), qkv[:, D:(1 + n) * D], qkv[:, (1 + n) * D:]
+    k, v = k.reshape(T, n, H, K), v.reshape(T, n, H, K)
     q, k = (a / np.sqrt(np.sum(a * a, -1, keepdims=True) + 1e-6) for a in (q, k))
     beta = 1 / (1 + np.exp(-(x @ p["b_proj/kernel"]))) * (2 if m.beta == "2sigmoid" else 1)
+    beta = beta.reshape(T, n, H)
     if m.gate == "none":
       alpha = np.ones((T, H, K))
     elif m.gate == "scalar":
@@ -57,8 +61,9 @@ def deltanet_reference(m, x_BTD):
     S, o = np.zeros((H, K, K)), np.zeros((T, H, K))
     for t in range(T):
       for h in range(H):
-        Sp = alpha[t, h][:, None] * S[h]
-        S[h] = Sp + beta[t, h] * np.outer(k[t, h], v[t, h] - k[t, h] @ Sp)
+        S[h] = alpha[t, h][:, None] * S[h]
+        for j in range(n):
+          S[h] = S[h] + beta[t, j, h] * np.outer(k[t, j, h], v[t, j, h] - k[t, j, h] @ S[h])
         o[t, h] = K ** -0.5 * q[t, h] @ S[h]
     o = rms(o, p["out_norm/scale"]).reshape(T, D)
     g = x @ p["g_proj/kernel"]
@@ -94,6 +99,8 @@ CASES = [
     ("deltanet-channel-2sigmoid", lambda **kw: mixers.DeltaNet(D, H, gate="channel", beta="2sigmoid",
                                                                gate_rank=3, chunk_size=4, **kw),
      deltanet_reference),
+    ("deltaproduct3-scalar-2sigmoid", lambda **kw: mixers.DeltaProduct(
+        D, H, householder_steps=3, gate="scalar", beta="2sigmoid", chunk_size=4, **kw), deltanet_reference),
     ("mamba2", lambda **kw: mixers.Mamba2(D, head_dim=8, state_size=5, chunk_size=4, **kw), mamba2_reference),
 ]
 
@@ -115,7 +122,10 @@ def test_against_float64_loop(make, reference):
   np.testing.assert_allclose(np.asarray(y, np.float64), ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
 
 
-@pytest.mark.parametrize("make", [c[1] for c in CASES], ids=[c[0] for c in CASES])
+BF16_CASES = [c for c in CASES if c[0] != "deltaproduct3-scalar-2sigmoid"]   # deltanet's dtype path
+
+
+@pytest.mark.parametrize("make", [c[1] for c in BF16_CASES], ids=[c[0] for c in BF16_CASES])
 def test_bfloat16_compute(make):
   """bf16 activations (float32 params and state) track the float32 mixer with the same parameters."""
   x = jax.random.normal(jax.random.key(1), (B, T, D), jnp.float32)

@@ -37,6 +37,7 @@ CASES = [
     ("deltanet-channel", "deltanet", dict(gate="channel", gate_rank=4, chunk_size=CHUNK)),
     ("deltanet-channel-2sigmoid-parallel", "deltanet", dict(gate="channel", beta="2sigmoid", gate_rank=4,
                                                             mode="parallel")),
+    ("deltaproduct3-2sigmoid", "deltaproduct", dict(householder_steps=3, beta="2sigmoid", chunk_size=CHUNK)),
     ("mamba2", "mamba2", dict(head_dim=8, state_size=4, chunk_size=CHUNK)),
     ("mamba2-assoc", "mamba2", dict(expand=1, head_dim=4, state_size=3, mode="assoc")),
 ]

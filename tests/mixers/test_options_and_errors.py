@@ -13,11 +13,12 @@ from linear_seq.mixers.short_conv import ShortConv
 
 
 def test_registry():
-  assert set(mixers.MIXERS) == {"softmax", "linear", "retention", "gla", "s4", "deltanet", "mamba2"}
+  assert set(mixers.MIXERS) == {"softmax", "linear", "retention", "gla", "s4", "deltanet", "deltaproduct",
+                                "mamba2"}
   assert mixers.get("deltanet") is mixers.DeltaNet and mixers.get("mamba2") is mixers.Mamba2
   assert mixers.get("gla") is mixers.GatedLinearAttention
   with pytest.raises(ValueError, match="unknown mixer 'mamba'; valid: softmax, linear, retention, gla, s4, "
-                     "deltanet, mamba2$"):
+                     "deltanet, deltaproduct, mamba2$"):
     mixers.get("mamba")
 
 
@@ -57,6 +58,8 @@ BAD_OPTIONS = [
     (lambda: mixers.DeltaNet(16, 2, gate="channel", gate_rank=0, rngs=R()), "gate_rank must be a positive"),
     (lambda: mixers.DeltaNet(16, 2, gate="scalar", dt_min=0.1, dt_max=0.01, rngs=R()),
      "need 0 < dt_min <= dt_max"),
+    (lambda: mixers.DeltaProduct(16, 2, householder_steps=0, rngs=R()),
+     "householder_steps must be an integer >= 1 .delta steps per token., got 0"),
     (lambda: mixers.Mamba2(16, head_dim=12, rngs=R()), "expand·d_model = 32 must divide by mamba_head_dim = 12"),
     (lambda: mixers.Mamba2(16, expand=0, head_dim=8, rngs=R()), "mamba2 needs positive integers"),
     (lambda: mixers.Mamba2(16, head_dim=8, conv_width=1, rngs=R()), "conv width must be >= 2"),
