@@ -23,6 +23,7 @@ CASES = {
     "deltanet": {"model.mixer": "deltanet", "model.conv_width": 0},
     "deltanet-scalar": {"model.mixer": "deltanet", "model.conv_width": 0, "model.delta_gate": "scalar"},
     "deltanet-channel": {"model.mixer": "deltanet", "model.conv_width": 0, "model.delta_gate": "channel"},
+    "deltaproduct": {"model.mixer": "deltaproduct", "model.conv_width": 0},
     "mamba2": {"model.mixer": "mamba2", "model.conv_width": 0},
 }
 

@@ -12,7 +12,8 @@ together with other axes (the delta rule's triangular inverse flattens [chunks, 
 batch. When the call's B does not split over 'data' (or T over 'seq'; a one-token decode step, a short prompt),
 the op runs unsharded.
 
-Used by the linear, retention, gla, deltanet (and deltaproduct) and mamba2 mixers.
+Used by the linear, retention, gla, deltanet, deltaproduct and mamba2 mixers, and by s4 for data parallelism
+(it refuses mesh.seq > 1).
 """
 from typing import Callable, Sequence
 
