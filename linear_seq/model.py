@@ -89,6 +89,19 @@ class ModelConfig:
   delta_beta: str = "sigmoid"
   mamba_expand: int = 2
   mamba_head_dim: int = 64
+  num_kv_heads: int = 0
+  head_dim: int = 0
+  rope_base: float = 10_000.0
+  mamba_groups: int = 1
+  mamba_norm_groups: int = 1
+  dt_limit_min: float = 0.0
+  dt_limit_max: float = 0.0
+  A_init: str = "uniform"
+  delta_qk_heads: int = 0
+  value_head_dim: int = 0
+  delta_norm_eps: float = 1e-5
+  output_gate_act: str = "swish"
+  output_gate_rank: int = 0
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
