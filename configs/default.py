@@ -103,7 +103,8 @@ def model_config() -> ml_collections.ConfigDict:
   m.mamba_head_dim = 64
   # Conventions of reference layers (HF Llama, Mamba-2, Qwen3-Next, Kimi Linear; `linear_seq.parity` has a
   # preset per reference; docs/DESIGN.md lists each convention). Every default keeps the mixers as they were.
-  # softmax: key/value heads (grouped-query attention, query head h reads kv head h // (H / num_kv_heads)); 0 = num_heads.
+  # softmax: key/value heads (grouped-query attention: query head h reads kv head h // (H / num_kv_heads));
+  # 0 = num_heads.
   m.num_kv_heads = 0
   # softmax: q/k/v head dim; deltanet: q/k head dim; 0 = d_model / num_heads.
   m.head_dim = 0
@@ -113,8 +114,9 @@ def model_config() -> ml_collections.ConfigDict:
   m.mamba_groups = 1
   # mamba2: groups of the gated output RMSNorm (each normalizes E / mamba_norm_groups channels; HF: n_groups).
   m.mamba_norm_groups = 1
-  # mamba2: clamp dt to [dt_limit_min, dt_limit_max] after the softplus (HF's time_step_limit); max 0 = no clamp.
+  # mamba2: lower clamp of dt after the softplus (HF's time_step_limit[0]); applies when dt_limit_max > 0.
   m.dt_limit_min = 0.0
+  # mamba2: upper clamp of dt after the softplus (HF's time_step_limit[1]); 0 = no clamp.
   m.dt_limit_max = 0.0
   # mamba2, deltanet (gated): A init uniform (A ~ U[1, 16]) | arange (A_h = h + 1, HF Mamba-2).
   m.A_init = "uniform"

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import mixers, ops, param_init
-from linear_seq.mixers import segments
+from linear_seq.mixers import deltanet, dt_gate, segments
 from linear_seq.mixers.short_conv import ShortConv
 from linear_seq.checks import check_choice
 
@@ -125,6 +125,11 @@ class ModelConfig:
     check_choice("model.conv_on", self.conv_on, CONV_PLACES)
     check_choice("model.init", self.init, param_init.SCHEMES)
     check_choice("model.input_pos", self.input_pos, INPUT_POSITIONS)
+    check_choice("model.A_init", self.A_init, dt_gate.A_INITS)
+    check_choice("model.output_gate_act", self.output_gate_act, tuple(deltanet.GATE_ACTS))
+    for name in ("num_kv_heads", "head_dim", "delta_qk_heads", "value_head_dim", "output_gate_rank"):
+      if getattr(self, name) < 0 or self.mamba_groups <= 0 or self.mamba_norm_groups <= 0:
+        raise ValueError(f"need model.{name} >= 0 and model.mamba_groups, model.mamba_norm_groups >= 1")
     if self.mode:
       check_choice("model.mode", self.mode, tuple(ops.MODES) + tuple(ops.SSM_MODES))
     if self.mlp_ratio < 0 or self.conv_width < 0 or self.conv_width == 1:

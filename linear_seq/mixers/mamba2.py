@@ -13,8 +13,9 @@ class Mamba2(nnx.Module):
   """y = W_out RMSNorm(SSD(x) ⊙ SiLU(z)), the SSD recurrence per head on a state h [N, P].
 
   in_proj(x) = (z, x, B, C, dt): z, x [E = expand·d_model], B, C [G·N] (G = `groups` groups, default 1; head
-  h reads group h // (H / G), HF's n_groups), dt [H] with H = E / head_dim heads of P = head_dim channels. x‖B‖C go through a short causal depthwise
-  conv (kernel conv_width = 4, its own; packed documents reset it) and SiLU. Then per head, with
+  h reads group h // (H / G), HF's n_groups), dt [H] with H = E / head_dim heads of P = head_dim channels.
+  x‖B‖C go through a short causal depthwise conv (kernel conv_width = 4, its own; packed documents reset it)
+  and SiLU. Then per head, with
   Δ_t = softplus(dt_t + dt_bias) and A = −exp(A_log):
     h_t = exp(Δ_t A) h_{t−1} + B_tᵀ (Δ_t x_t),   y_t = C_t h_t + D x_t,
   i.e. the continuous system h' = A h + Bᵀ x discretized with Ā = exp(ΔA) (ZOH for A) and B̄ = ΔB
@@ -23,9 +24,9 @@ class Mamba2(nnx.Module):
   Δ is clamped to `dt_limit` when given (HF's time_step_limit). The output RMSNorm normalizes each of
   `norm_groups` groups of E / norm_groups channels (HF: n_groups groups; default 1 = all of E).
   Init as Mamba-2 (`dt_gate`): A ~ U[1, 16] (A_init='arange': A_h = h + 1, HF's), Δ log-uniform in
-  [dt_min, dt_max], D = 1. A_log, dt_bias and
-  D (parameter `D_skip`) take no weight decay and no S4 learning-rate multiplier.
-  State: {'S': [B, H, N, P] float32, 'conv': [B, conv_width−1, E + 2N]}.
+  [dt_min, dt_max], D = 1. A_log, dt_bias and D (parameter `D_skip`) take no weight decay and no S4
+  learning-rate multiplier.
+  State: {'S': [B, H, N, P] float32, 'conv': [B, conv_width−1, E + 2GN]}.
   """
   owns_short_conv = True  # the block's model.conv_width must be 0 (ModelConfig checks)
 

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 import pytest
 
-from linear_seq import parity
+from linear_seq import mixers, parity
 from linear_seq.mixers import dt_gate
 from linear_seq.mixers.short_conv import ShortConv
 from flax import nnx
@@ -119,11 +119,25 @@ def test_mismatched_weights_are_rejected():
     parity.options("llama", {**meta["config"], "attention_bias": True})
 
 
+def test_option_errors():
+  from linear_seq.model import ModelConfig
+  with pytest.raises(ValueError, match="unknown model.A_init 'ones'; valid: uniform, arange"):
+    ModelConfig(vocab_size=1, A_init="ones")
+  with pytest.raises(ValueError, match="unknown model.output_gate_act 'relu'; valid: swish, sigmoid"):
+    ModelConfig(vocab_size=1, output_gate_act="relu")
+  with pytest.raises(ValueError, match="num_heads 4 must divide by num_kv_heads 3"):
+    parity.build("llama", dict(hidden_size=16, num_attention_heads=4, num_key_value_heads=3, head_dim=4,
+                               rope_theta=1e4, attention_bias=False), {})
+  with pytest.raises(ValueError, match="the 4 heads must divide by mamba_groups = 3"):
+    mixers.get("mamba2")(32, head_dim=16, groups=3, rngs=nnx.Rngs(0))
+  with pytest.raises(ValueError, match="num_heads 4 must divide by delta_qk_heads 3"):
+    mixers.get("deltanet")(32, 4, qk_heads=3, rngs=nnx.Rngs(0))
+
+
 def test_mamba2_preset_has_hf_A_init():
   """HF Mamba2Mixer's init sets A_h = h + 1; the preset's A_init='arange' does the same (Kimi keeps U[1, 16])."""
   meta, _ = fixtures.load_fixture(os.path.join(FIXTURE_DIR, "mamba2_groups2.npz"))
   cfg = parity.model_config("mamba2", meta["config"])
-  from linear_seq import mixers
   mixer = mixers.get("mamba2").from_config(cfg, rngs=nnx.Rngs(0))
   np.testing.assert_allclose(mixer.A_log[...], np.log(np.arange(1, mixer.num_heads + 1, dtype=np.float32)),
                              rtol=1e-7, atol=0)
