@@ -9,7 +9,8 @@ References (the classes of transformers 5.23, their torch code paths; tests/mixe
   "mamba2"     Mamba2Mixer               -> mamba2    (n_groups, grouped gated norm, time_step_limit)
   "qwen3_next" Qwen3NextGatedDeltaNet    -> deltanet, delta_gate=scalar (num_k_heads < num_v_heads, K ≠ V)
   "kimi"       KimiLinearDeltaAttention  -> deltanet, delta_gate=channel (KDA: low-rank sigmoid output gate)
-hf_config: the reference config's fields as a dict (HF's names; `REFERENCE_FIELDS` lists the ones read).
+hf_config: the reference config's fields as a dict (HF's names; `REFERENCE_FIELDS` lists the ones read;
+`fields(reference, config.to_dict())` extracts them from a whole config or a checkpoint's config.json).
 weights: the reference layer's state dict as numpy arrays under torch's names and layouts (`nn.Linear`
 weights are [out, in], `nn.Conv1d` weights [C, 1, W] with tap W−1 on the current token).
 `state_from_reference` converts a reference's cache (KV cache or conv + recurrent state) to the mixer's layout.
@@ -33,6 +34,23 @@ REFERENCE_FIELDS = {
     "kimi": ("hidden_size", "linear_num_heads", "linear_head_dim", "linear_conv_kernel_dim", "rms_norm_eps",
              "hidden_act"),
 }
+
+
+def fields(reference: str, config: Mapping[str, Any]) -> dict:
+  """The `REFERENCE_FIELDS` of a reference's whole config dict (`config.to_dict()`, or a config.json):
+  Llama's rope_theta from rope_parameters (transformers 5) and head_dim = hidden / heads when unset."""
+  if reference not in REFERENCE_FIELDS:
+    raise ValueError(f"unknown reference {reference!r}; valid: {', '.join(REFERENCE_FIELDS)}")
+  c = dict(config)
+  if reference == "llama":
+    c.setdefault("rope_theta", (c.get("rope_parameters") or {}).get("rope_theta", 10_000.0))
+    c["head_dim"] = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+  if reference == "mamba2":
+    c["time_step_limit"] = [float(v) for v in c["time_step_limit"]]
+  missing = [k for k in REFERENCE_FIELDS[reference] if k not in c]
+  if missing:
+    raise ValueError(f"parity: the {reference} config lacks {', '.join(missing)}")
+  return {k: c[k] for k in REFERENCE_FIELDS[reference]}
 
 
 def _require(cond: bool, what: str) -> None:
@@ -141,6 +159,16 @@ def load(reference: str, mixer, w: Mapping[str, np.ndarray], c: Mapping[str, Any
     _set(mixer.out_norm.scale, np.broadcast_to(w["o_norm.weight"], (H, K)))
   else:
     raise ValueError(f"unknown reference {reference!r}; valid: {', '.join(REFERENCE_FIELDS)}")
+
+
+def weights_under(state: Mapping[str, Any], prefix: str) -> dict:
+  """The entries of a whole model's state dict under `prefix` (e.g. 'model.layers.0.linear_attn.'), prefix
+  removed, as float32 numpy arrays: one layer's weights for `load`. A safetensors file gives such a dict with
+  `safetensors.numpy.load_file(path)`; a torch state dict needs `.numpy()` on each tensor first."""
+  out = {k[len(prefix):]: np.asarray(v, np.float32) for k, v in state.items() if k.startswith(prefix)}
+  if not out:
+    raise ValueError(f"parity: no weights under {prefix!r} (keys look like {sorted(state)[:3]})")
+  return out
 
 
 def build(reference: str, c: Mapping[str, Any], w: Mapping[str, np.ndarray], *, seed: int = 0, **overrides):

@@ -111,6 +111,16 @@ def test_default_convention_breaks_parity(case):
   assert fixtures.rel_rms(mixer(a["x"])[0], a["y_full"]) > 100 * TOL
 
 
+def test_weights_under_a_whole_model_prefix():
+  meta, a = fixtures.load_fixture(os.path.join(FIXTURE_DIR, "kimi_kda.npz"))
+  prefix = "model.layers.3.self_attn."
+  model_state = {prefix + k: v for k, v in _weights(a).items()} | {"model.embed_tokens.weight": np.zeros((2, 2))}
+  layer = parity.weights_under(model_state, prefix)
+  assert layer.keys() == _weights(a).keys()
+  with pytest.raises(ValueError, match="no weights under 'model.layers.4.'"):
+    parity.weights_under(model_state, "model.layers.4.")
+
+
 def test_mismatched_weights_are_rejected():
   meta, a = fixtures.load_fixture(os.path.join(FIXTURE_DIR, "llama_gqa.npz"))
   with pytest.raises(ValueError, match="shape"):
@@ -169,7 +179,9 @@ def test_live_references():
   torch's CPU kernels differ across CPU generations) and that the mixer matches the live outputs."""
   pytest.importorskip("torch", reason="needs the parity extra (pip install -e '.[parity]')")
   pytest.importorskip("transformers", reason="needs the parity extra (pip install -e '.[parity]')")
-  for name in fixtures.CASES:
+  for name, (reference, c, _, _) in fixtures.CASES.items():
+    hf_config = fixtures._layer(reference, c)[1]
+    assert parity.fields(reference, hf_config.to_dict()) == parity.fields(reference, c), name
     live = fixtures.make_case(name)
     meta, saved = fixtures.load_fixture(os.path.join(FIXTURE_DIR, f"{name}.npz"))
     live.pop("meta")
