@@ -127,9 +127,11 @@ class ModelConfig:
     check_choice("model.input_pos", self.input_pos, INPUT_POSITIONS)
     check_choice("model.A_init", self.A_init, dt_gate.A_INITS)
     check_choice("model.output_gate_act", self.output_gate_act, tuple(deltanet.GATE_ACTS))
-    for name in ("num_kv_heads", "head_dim", "delta_qk_heads", "value_head_dim", "output_gate_rank"):
-      if getattr(self, name) < 0 or self.mamba_groups <= 0 or self.mamba_norm_groups <= 0:
-        raise ValueError(f"need model.{name} >= 0 and model.mamba_groups, model.mamba_norm_groups >= 1")
+    for name in ("num_kv_heads", "head_dim", "delta_qk_heads", "value_head_dim", "output_gate_rank",
+                 "mamba_groups", "mamba_norm_groups"):
+      least = 1 if name.startswith("mamba") else 0
+      if getattr(self, name) < least:
+        raise ValueError(f"model.{name} must be >= {least}, got {getattr(self, name)}")
     if self.mode:
       check_choice("model.mode", self.mode, tuple(ops.MODES) + tuple(ops.SSM_MODES))
     if self.mlp_ratio < 0 or self.conv_width < 0 or self.conv_width == 1:

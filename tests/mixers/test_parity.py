@@ -135,6 +135,10 @@ def test_option_errors():
     ModelConfig(vocab_size=1, A_init="ones")
   with pytest.raises(ValueError, match="unknown model.output_gate_act 'relu'; valid: swish, sigmoid"):
     ModelConfig(vocab_size=1, output_gate_act="relu")
+  with pytest.raises(ValueError, match="model.mamba_groups must be >= 1, got 0"):
+    ModelConfig(vocab_size=1, mamba_groups=0)
+  with pytest.raises(ValueError, match="model.head_dim must be >= 0, got -2"):
+    ModelConfig(vocab_size=1, head_dim=-2)
   with pytest.raises(ValueError, match="num_heads 4 must divide by num_kv_heads 3"):
     parity.build("llama", dict(hidden_size=16, num_attention_heads=4, num_key_value_heads=3, head_dim=4,
                                rope_theta=1e4, attention_bias=False), {})
