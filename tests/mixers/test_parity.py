@@ -180,7 +180,8 @@ def test_one_conv_over_the_concatenation_is_one_conv_per_projection():
 @pytest.mark.parity
 def test_live_references():
   """With the `parity` extra: rebuild every reference now, check it reproduces its fixture (1e-6 relative;
-  torch's CPU kernels differ across CPU generations) and that the mixer matches the live outputs."""
+  torch's CPU kernels differ across CPU generations) and that the mixer matches the live outputs. With the
+  extra in a separate venv: PYTHONPATH=$PWD:<that venv>/lib/python3.11/site-packages HF_HUB_OFFLINE=1."""
   pytest.importorskip("torch", reason="needs the parity extra (pip install -e '.[parity]')")
   pytest.importorskip("transformers", reason="needs the parity extra (pip install -e '.[parity]')")
   for name, (reference, c, _, _) in fixtures.CASES.items():
