@@ -109,6 +109,35 @@ def model_config() -> ml_collections.ConfigDict:
   m.mamba_expand = 2
   # mamba2: channels P per head (heads = mamba_expand * d_model / mamba_head_dim).
   m.mamba_head_dim = 64
+  # Conventions of reference layers (HF Llama, Mamba-2, Qwen3-Next, Kimi Linear; `linear_seq.parity` has a
+  # preset per reference; docs/DESIGN.md lists each convention). Every default keeps the mixers as they were.
+  # softmax: key/value heads (grouped-query attention: query head h reads kv head h // (H / num_kv_heads));
+  # 0 = num_heads.
+  m.num_kv_heads = 0
+  # softmax: q/k/v head dim; deltanet: q/k head dim; 0 = d_model / num_heads.
+  m.head_dim = 0
+  # softmax: RoPE base (Llama's rope_theta).
+  m.rope_base = 10_000.0
+  # mamba2: groups of B and C (head h reads group h // (heads / mamba_groups); HF's n_groups).
+  m.mamba_groups = 1
+  # mamba2: groups of the gated output RMSNorm (each normalizes E / mamba_norm_groups channels; HF: n_groups).
+  m.mamba_norm_groups = 1
+  # mamba2: lower clamp of dt after the softplus (HF's time_step_limit[0]); applies when dt_limit_max > 0.
+  m.dt_limit_min = 0.0
+  # mamba2: upper clamp of dt after the softplus (HF's time_step_limit[1]); 0 = no clamp.
+  m.dt_limit_max = 0.0
+  # mamba2, deltanet (gated): A init uniform (A ~ U[1, 16]) | arange (A_h = h + 1, HF Mamba-2).
+  m.A_init = "uniform"
+  # deltanet: q/k heads (value heads h // (num_heads / delta_qk_heads) share one; Qwen3-Next); 0 = num_heads.
+  m.delta_qk_heads = 0
+  # deltanet: value head dim (state [K, V] per head); 0 = the q/k head dim.
+  m.value_head_dim = 0
+  # deltanet: epsilon of the per-head output RMSNorm.
+  m.delta_norm_eps = 1e-5
+  # deltanet: output gate activation swish | sigmoid (KDA).
+  m.output_gate_act = "swish"
+  # deltanet: output gate projection rank; 0 = a full d_model x H*V projection (KDA: a rank-K pair).
+  m.output_gate_rank = 0
   return m
 
 

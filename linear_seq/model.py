@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import mixers, ops, param_init
-from linear_seq.mixers import segments
+from linear_seq.mixers import deltanet, dt_gate, segments
 from linear_seq.mixers.short_conv import ShortConv
 from linear_seq.checks import check_choice
 
@@ -94,6 +94,19 @@ class ModelConfig:
   negative_eigenvalues: bool = False
   mamba_expand: int = 2
   mamba_head_dim: int = 64
+  num_kv_heads: int = 0
+  head_dim: int = 0
+  rope_base: float = 10_000.0
+  mamba_groups: int = 1
+  mamba_norm_groups: int = 1
+  dt_limit_min: float = 0.0
+  dt_limit_max: float = 0.0
+  A_init: str = "uniform"
+  delta_qk_heads: int = 0
+  value_head_dim: int = 0
+  delta_norm_eps: float = 1e-5
+  output_gate_act: str = "swish"
+  output_gate_rank: int = 0
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -117,6 +130,13 @@ class ModelConfig:
     check_choice("model.conv_on", self.conv_on, CONV_PLACES)
     check_choice("model.init", self.init, param_init.SCHEMES)
     check_choice("model.input_pos", self.input_pos, INPUT_POSITIONS)
+    check_choice("model.A_init", self.A_init, dt_gate.A_INITS)
+    check_choice("model.output_gate_act", self.output_gate_act, tuple(deltanet.GATE_ACTS))
+    for name in ("num_kv_heads", "head_dim", "delta_qk_heads", "value_head_dim", "output_gate_rank",
+                 "mamba_groups", "mamba_norm_groups"):
+      least = 1 if name.startswith("mamba") else 0
+      if getattr(self, name) < least:
+        raise ValueError(f"model.{name} must be >= {least}, got {getattr(self, name)}")
     if self.mode:
       check_choice("model.mode", self.mode, tuple(ops.MODES) + tuple(ops.SSM_MODES))
     if self.mlp_ratio < 0 or self.conv_width < 0 or self.conv_width == 1:

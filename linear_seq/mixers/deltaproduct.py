@@ -3,7 +3,7 @@ Products"): n_h delta-rule steps per token, so each token's transition is a prod
 Householder matrices; the gated form (Gated DeltaProduct) decays the state once per token."""
 from flax import nnx
 
-from linear_seq.mixers import deltanet, modes
+from linear_seq.mixers import deltanet
 
 
 class DeltaProduct(deltanet.DeltaNet):
@@ -13,7 +13,7 @@ class DeltaProduct(deltanet.DeltaNet):
   (mixers/householder.py; fla's GatedDeltaProduct). Built on `ops.delta_rule` over the token axis expanded
   n_h times, so every mode, decoding and sequence parallelism are the op's. Costs about n_h times DeltaNet's
   op (T·n_h steps) plus the wider k, v, β projections; n_h = 1 is DeltaNet exactly.
-  State: {'S': [B, H, K, V] float32, 'conv': [B, conv_width−1, (1 + 2n_h)·d_model]}.
+  State: as DeltaNet's, with n = n_h.
   """
 
   def __init__(self, d_model: int, num_heads: int, *, householder_steps: int = 2, **kwargs):
@@ -21,7 +21,5 @@ class DeltaProduct(deltanet.DeltaNet):
 
   @classmethod
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "DeltaProduct":
-    return cls(cfg.d_model, cfg.num_heads, householder_steps=cfg.householder_steps, gate=cfg.delta_gate,
-               beta=deltanet.beta_option(cfg), gate_rank=cfg.gate_rank, dt_min=cfg.dt_min, dt_max=cfg.dt_max,
-               mode=modes.linear_mode(cfg.mode), chunk_size=cfg.chunk_size, output_gate=cfg.output_gate,
-               dtype=cfg.compute_dtype, rngs=rngs)
+    return cls(cfg.d_model, cfg.num_heads, householder_steps=cfg.householder_steps,
+               **deltanet.config_options(cfg), rngs=rngs)

@@ -24,8 +24,11 @@ def width(cfg) -> int:
 class QKVConv(nnx.Module):
   """x [B,T,D] -> q, k, v [B,T,H,K] through three projections, each followed by a short causal conv."""
 
-  def __init__(self, d_model: int, conv_width: int, *, dtype=jnp.float32, rngs: nnx.Rngs):
-    self.conv = ShortConv(3 * d_model, conv_width, dtype=dtype, rngs=rngs)
+  def __init__(self, d_model: int, conv_width: int, *, widths: tuple[int, int, int] | None = None,
+               dtype=jnp.float32, rngs: nnx.Rngs):
+    """widths: the q, k, v channel counts (default d_model each; grouped-query attention has fewer k, v)."""
+    self.widths = tuple(widths or (d_model,) * 3)
+    self.conv = ShortConv(sum(self.widths), conv_width, dtype=dtype, rngs=rngs)
 
   def init_state(self, batch_size: int) -> jax.Array:
     return self.conv.init_state(batch_size)
@@ -37,13 +40,13 @@ class QKVConv(nnx.Module):
     """Projected q, k, v [B,T,D] (before the split into heads) -> convolved q, k, v and the conv state."""
     qkv_BTC, state = self.conv(jnp.concatenate([q_BTD, k_BTD, v_BTD], axis=-1), state=state,
                                segment_ids=segment_ids)
-    q_BTD, k_BTD, v_BTD = jnp.split(qkv_BTC, 3, axis=-1)
+    q_BTD, k_BTD, v_BTD = jnp.split(qkv_BTC, [self.widths[0], self.widths[0] + self.widths[1]], axis=-1)
     return (q_BTD, k_BTD, v_BTD), state
 
 
-def maybe(d_model: int, conv_width: int, *, dtype, rngs: nnx.Rngs) -> QKVConv | None:
+def maybe(d_model: int, conv_width: int, *, widths=None, dtype, rngs: nnx.Rngs) -> QKVConv | None:
   """A QKVConv for conv_width >= 2, None for 0."""
-  return QKVConv(d_model, conv_width, dtype=dtype, rngs=rngs) if conv_width else None
+  return QKVConv(d_model, conv_width, widths=widths, dtype=dtype, rngs=rngs) if conv_width else None
 
 
 def project(x_BTD, projections, num_heads: int, conv: QKVConv | None, *, state=None, segment_ids=None):

@@ -18,7 +18,8 @@ CHUNK = 4  # T is not a multiple of it: the chunk form's ragged tail is exercise
 # (id, mixer name, constructor options). Pairwise coverage of the options, not the full product.
 CASES = [
     ("softmax-rope", "softmax", dict(pos_encoding="rope")),
-    ("softmax-learned-qkvconv", "softmax", dict(pos_encoding="learned", max_len=32, qkv_conv_width=3)),
+    ("softmax-learned-qkvconv-gqa", "softmax", dict(pos_encoding="learned", max_len=32, qkv_conv_width=3,
+                                                    num_kv_heads=1, head_dim=6)),
     ("linear-elu1-qkvconv", "linear", dict(feature_map="elu1", chunk_size=CHUNK, qkv_conv_width=4)),
     ("linear-favor-decay", "linear", dict(feature_map="favor", num_features=12, decay=(0.9, 0.99),
                                           chunk_size=CHUNK)),
@@ -32,14 +33,17 @@ CASES = [
     ("s4-inv-bilinear-scan", "s4", dict(state_size=4, init="inv", discretization="bilinear",
                                         mode="scan")),
     ("deltanet", "deltanet", dict(chunk_size=CHUNK)),
-    ("deltanet-scalar-2sigmoid-nogate", "deltanet", dict(gate="scalar", beta="2sigmoid", chunk_size=CHUNK,
-                                                         output_gate=False)),
+    ("deltanet-scalar-2sigmoid-nogate-grouped", "deltanet", dict(gate="scalar", beta="2sigmoid", chunk_size=CHUNK,
+                                                                 output_gate=False, qk_heads=1, head_dim=6,
+                                                                 value_head_dim=4)),
     ("deltanet-channel", "deltanet", dict(gate="channel", gate_rank=4, chunk_size=CHUNK)),
-    ("deltanet-channel-2sigmoid-parallel", "deltanet", dict(gate="channel", beta="2sigmoid", gate_rank=4,
-                                                            mode="parallel")),
+    ("deltanet-channel-2sigmoid-parallel-kda", "deltanet", dict(gate="channel", beta="2sigmoid", gate_rank=4,
+                                                                mode="parallel", value_head_dim=5,
+                                                                gate_act="sigmoid", gate_out_rank=3)),
     ("deltaproduct3-2sigmoid", "deltaproduct", dict(householder_steps=3, beta="2sigmoid", chunk_size=CHUNK)),
     ("mamba2", "mamba2", dict(head_dim=8, state_size=4, chunk_size=CHUNK)),
-    ("mamba2-assoc", "mamba2", dict(expand=1, head_dim=4, state_size=3, mode="assoc")),
+    ("mamba2-assoc-groups", "mamba2", dict(expand=1, head_dim=4, state_size=3, mode="assoc", groups=2,
+                                           norm_groups=2, dt_limit=(1e-3, 5e-2))),
 ]
 
 
