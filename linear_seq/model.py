@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import mixers, ops, param_init
-from linear_seq.mixers import segments
+from linear_seq.mixers import attention_impl, segments
 from linear_seq.mixers.short_conv import ShortConv
 from linear_seq.checks import check_choice
 
@@ -70,6 +70,7 @@ class ModelConfig:
   chunk_size: int = 16
   pos_encoding: str = "rope"
   max_len: int = 2048
+  attention_impl: str = "auto"
   feature_map: str = "elu1"
   num_features: int = 64
   redraw_every: int = 0
@@ -112,6 +113,7 @@ class ModelConfig:
     check_choice("model.conv_on", self.conv_on, CONV_PLACES)
     check_choice("model.init", self.init, param_init.SCHEMES)
     check_choice("model.input_pos", self.input_pos, INPUT_POSITIONS)
+    check_choice("model.attention_impl", self.attention_impl, attention_impl.ATTENTION_IMPLS)
     if self.mode:
       check_choice("model.mode", self.mode, tuple(ops.MODES) + tuple(ops.SSM_MODES))
     if self.mlp_ratio < 0 or self.conv_width < 0 or self.conv_width == 1:

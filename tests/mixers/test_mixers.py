@@ -19,6 +19,7 @@ CHUNK = 4  # T is not a multiple of it: the chunk form's ragged tail is exercise
 CASES = [
     ("softmax-rope", "softmax", dict(pos_encoding="rope")),
     ("softmax-learned-qkvconv", "softmax", dict(pos_encoding="learned", max_len=32, qkv_conv_width=3)),
+    ("softmax-chunked", "softmax", dict(attention_impl="chunked")),
     ("linear-elu1-qkvconv", "linear", dict(feature_map="elu1", chunk_size=CHUNK, qkv_conv_width=4)),
     ("linear-favor-decay", "linear", dict(feature_map="favor", num_features=12, decay=(0.9, 0.99),
                                           chunk_size=CHUNK)),
