@@ -186,7 +186,7 @@ def run(mixers: Sequence[str], lengths: Sequence[int], *, batch_size: int, repea
       try:
         timed = not (memory_only_from and T >= memory_only_from)
         rec.update(time_train_step(lm, batch_size, T, repeats, doc_len=doc_len if packed else 0, timed=timed))
-        if timed:
+        if timed and decode_steps:
           rec.update(time_decode(lm, 1, T, decode_steps))
         rec["status"] = "ok" if timed else "memory only"
         if rec.get("train_first_s", 0) > max_case_seconds:
@@ -292,7 +292,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_list("lengths", [str(t) for t in LENGTHS], "Sequence lengths T.", **kw)
   flags.DEFINE_integer("batch_size", 1, "Training-step batch size.", **kw)
   flags.DEFINE_integer("repeats", 3, "Timed training steps per case (the median is reported).", **kw)
-  flags.DEFINE_integer("decode_steps", 16, "Timed one-token decode steps per case.", **kw)
+  flags.DEFINE_integer("decode_steps", 16, "Timed one-token decode steps per case (0 = no decode timing).", **kw)
   flags.DEFINE_float("max_case_seconds", 120.0,
                      "Skip a mixer's longer lengths once a first call (compile + run) takes longer.", **kw)
   flags.DEFINE_list("softmax_arms", ["auto"],
