@@ -64,6 +64,14 @@ def model_config() -> ml_collections.ConfigDict:
   m.pos_encoding = "rope"
   # softmax (pos_encoding=learned) and input_pos=learned: number of learned positions (later ones reuse the last).
   m.max_len = 2048
+  # softmax: attention implementation for training and prefill (decoding from a KV cache is always explicit):
+  #   auto     — cudnn on a GPU for unpacked causal attention with bfloat16/float16 inputs and head dim <= 256;
+  #              else chunked for packed documents off the CPU or T >= 2048; else explicit;
+  #   explicit — the [T, T] scores in float32 (jax.nn.dot_product_attention's XLA form), O(T^2) memory;
+  #   chunked  — ops.chunked_attention: online softmax over key blocks, causal block skipping, segment ids,
+  #              a flash-style backward; O(T) memory, equal to explicit within float32 rounding;
+  #   cudnn    — jax.nn.dot_product_attention(implementation='cudnn'); GPU and 16-bit (model.dtype) only.
+  m.attention_impl = "auto"
   # linear: feature map by name (identity relu elu1 exp sincos taylor favor rbf).
   m.feature_map = "elu1"
   # linear: random features per head for favor/rbf.

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import mixers, ops, param_init
-from linear_seq.mixers import deltanet, dt_gate, segments
+from linear_seq.mixers import attention_impl, deltanet, dt_gate, segments
 from linear_seq.mixers.short_conv import ShortConv
 from linear_seq.checks import check_choice
 
@@ -73,6 +73,7 @@ class ModelConfig:
   chunk_size: int = 16
   pos_encoding: str = "rope"
   max_len: int = 2048
+  attention_impl: str = "auto"
   feature_map: str = "elu1"
   num_features: int = 64
   redraw_every: int = 0
@@ -137,6 +138,7 @@ class ModelConfig:
       least = 1 if name.startswith("mamba") else 0
       if getattr(self, name) < least:
         raise ValueError(f"model.{name} must be >= {least}, got {getattr(self, name)}")
+    check_choice("model.attention_impl", self.attention_impl, attention_impl.ATTENTION_IMPLS)
     if self.mode:
       check_choice("model.mode", self.mode, tuple(ops.MODES) + tuple(ops.SSM_MODES))
     if self.mlp_ratio < 0 or self.conv_width < 0 or self.conv_width == 1:

@@ -4,6 +4,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from linear_seq import ops
+from linear_seq.mixers import attention_impl as attn_impl
 from linear_seq.mixers import qkv_conv, segments
 from linear_seq.mixers.rope import rope
 from linear_seq.checks import check_choice, if_concrete
@@ -26,13 +27,16 @@ class SoftmaxAttention(nnx.Module):
   Without a state the call returns a cache of exactly T slots; decoding needs `init_state(B, max_len)`.
   qkv_conv_width > 0: short convs on q, k, v after their projections (`qkv_conv`); the state is then
   {'core': the cache above, 'conv': the conv's last inputs}.
+  attention_impl: the op's implementation without a state (training, prefill): causal self-attention, see
+  `mixers/attention_impl.py` (auto | explicit | chunked | cudnn); a call with a state uses the explicit masked form.
   """
   supports_qkv_conv = True
 
   def __init__(self, d_model: int, num_heads: int, *, pos_encoding: str = "rope", max_len: int = 2048,
                qkv_conv_width: int = 0, num_kv_heads: int = 0, head_dim: int = 0, rope_base: float = 10_000.0,
-               dtype=jnp.float32, rngs: nnx.Rngs):
+               attention_impl: str = "auto", dtype=jnp.float32, rngs: nnx.Rngs):
     check_choice("positional encoding", pos_encoding, POS_ENCODINGS)
+    check_choice("attention implementation", attention_impl, attn_impl.ATTENTION_IMPLS)
     if not head_dim and d_model % num_heads:
       raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
     num_kv_heads = num_kv_heads or num_heads
@@ -41,6 +45,7 @@ class SoftmaxAttention(nnx.Module):
     self.d_model, self.num_heads, self.head_dim = d_model, num_heads, head_dim or d_model // num_heads
     self.num_kv_heads, self.rope_base = num_kv_heads, rope_base
     self.pos_encoding, self.max_len, self.dtype = pos_encoding, max_len, dtype
+    self.attention_impl = attention_impl
     q_width, kv_width = num_heads * self.head_dim, num_kv_heads * self.head_dim
     lin = lambda n_in, n_out: nnx.Linear(n_in, n_out, use_bias=False, dtype=dtype, rngs=rngs)
     self.q_proj, self.k_proj = lin(d_model, q_width), lin(d_model, kv_width)
@@ -55,7 +60,8 @@ class SoftmaxAttention(nnx.Module):
   def from_config(cls, cfg, *, rngs: nnx.Rngs) -> "SoftmaxAttention":
     return cls(cfg.d_model, cfg.num_heads, pos_encoding=cfg.pos_encoding, max_len=cfg.max_len,
                qkv_conv_width=qkv_conv.width(cfg), num_kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
-               rope_base=cfg.rope_base, dtype=cfg.compute_dtype, rngs=rngs)
+               rope_base=cfg.rope_base, attention_impl=cfg.attention_impl, dtype=cfg.compute_dtype,
+               rngs=rngs)
 
   def init_state(self, batch_size: int, max_len: int) -> dict:
     return qkv_conv.init_state(self._init_cache(batch_size, max_len), self.qkv_conv, batch_size)
@@ -80,6 +86,7 @@ class SoftmaxAttention(nnx.Module):
     B, T, _ = x_BTD.shape
     H, K = self.num_heads, self.head_dim
     state, conv_state = qkv_conv.split_state(state, self.qkv_conv)
+    cached = state is not None
     if state is None:
       state = self._init_cache(B, T)
     L = state["k"].shape[1]
@@ -107,11 +114,17 @@ class SoftmaxAttention(nnx.Module):
     seg_BL = jax.lax.dynamic_update_slice(seg_BL, doc_BT, (0, index))
     k_BLHK = jax.lax.dynamic_update_slice(state["k"], k_BTHK.astype(state["k"].dtype), (0, index, 0, 0))
     v_BLHK = jax.lax.dynamic_update_slice(state["v"], v_BTHK.astype(state["v"].dtype), (0, index, 0, 0))
-    slot_L = jnp.arange(L)
-    causal_TL = slot_L[None, :] <= index + jnp.arange(T)[:, None]      # also excludes empty slots
-    mask_BTL = causal_TL[None] & (seg_BL[:, None, :] == doc_BT[:, :, None])
     rep = lambda a: jnp.repeat(a.astype(q_BTHK.dtype), H // self.num_kv_heads, axis=2)  # kv head of each q head
-    o_BTHK = ops.softmax_attention(q_BTHK, rep(k_BLHK), rep(v_BLHK), causal=False, mask=mask_BTL[:, None])
+    if cached:
+      slot_L = jnp.arange(L)
+      causal_TL = slot_L[None, :] <= index + jnp.arange(T)[:, None]      # also excludes empty slots
+      mask_BTL = causal_TL[None] & (seg_BL[:, None, :] == doc_BT[:, :, None])
+      o_BTHK = ops.softmax_attention(q_BTHK, rep(k_BLHK), rep(v_BLHK), causal=False, mask=mask_BTL[:, None])
+    else:  # the cache holds exactly these T keys: plain causal self-attention (within documents)
+      impl = attn_impl.resolve(self.attention_impl, seq_len=T, head_dim=K, dtype=q_BTHK.dtype,
+                               packed=segment_ids is not None)
+      o_BTHK = ops.softmax_attention(q_BTHK, rep(k_BTHK), rep(v_BTHK), causal=True, implementation=impl,
+                                     segment_ids=None if segment_ids is None else doc_BT)
     y_BTD = self.o_proj(o_BTHK.reshape(B, T, H * K))
     new_state = dict(k=k_BLHK, v=v_BLHK, segment=seg_BL, index=index + T, pos=pos_BT[:, -1] + 1)
     return y_BTD, qkv_conv.join_state(new_state, conv_state, self.qkv_conv)

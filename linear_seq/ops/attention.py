@@ -5,6 +5,8 @@ implementation='cudnn') whenever it can express the call: K = V. Causal self-att
 `is_causal`; queries aligned to the end of a longer key sequence (Tq < Tk, a KV cache), packed segments and
 user masks go in through its boolean `mask`. `implementation='explicit'` is the float32 masked-softmax form
 written out, the reference the tests hold the kernel path to (and the path taken when K ≠ V).
+`implementation='chunked'` is the memory-efficient blocked form of `attention_chunked.py` (online softmax,
+causal block skipping, segment ids; O(T) memory in training too), for long T and packed documents.
 See docs/DESIGN.md for the notation.
 """
 import jax
@@ -12,9 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from linear_seq.checks import check_shape
+from linear_seq.ops.attention_chunked import chunked_attention
 
 _LEGEND = "(q [B,Tq,H,K], k [B,Tk,H,K], v [B,Tk,H,V])"
-IMPLEMENTATIONS = (None, "cudnn", "explicit")
+IMPLEMENTATIONS = (None, "cudnn", "explicit", "chunked")
 
 
 def _broadcasts_to(shape, full) -> bool:
@@ -96,13 +99,16 @@ def softmax_attention(q, k, v, *, causal: bool = True, scale: float | None = Non
     implementation: None (default) — `jax.nn.dot_product_attention` with its default backend, in float32,
       when K = V, else the explicit form; 'cudnn' — its cuDNN flash attention (GPU, K = V, q/k/v in
       float16 or bfloat16, computed in that dtype with float32 accumulation); 'explicit' — the float32
-      masked softmax written out (the reference).
+      masked softmax written out (the reference); 'chunked' — `ops.chunked_attention`: online softmax over
+      key blocks with a flash-style VJP, nothing of size Tq × Tk stored (causal and segment_ids only: no
+      mask or bias, which are Tq × Tk inputs themselves).
   Returns:
     o [B, Tq, H, V] in v's dtype. With implementation None or 'explicit', logits, softmax and the
-    weighted sum run in float32 whatever the input dtype. A query with no allowed key gets o = 0.
+    weighted sum run in float32 whatever the input dtype; 'chunked' accumulates in float32 from inputs in
+    their own dtype. A query with no allowed key gets o = 0.
   """
   if implementation not in IMPLEMENTATIONS:
-    raise ValueError(f"unknown implementation {implementation!r}; valid: None, cudnn, explicit")
+    raise ValueError(f"unknown implementation {implementation!r}; valid: None, cudnn, explicit, chunked")
   q, k, v = jnp.asarray(q), jnp.asarray(k), jnp.asarray(v)
   if q.ndim != 4:
     raise ValueError(f"q has shape {list(q.shape)}, expected [B, Tq, H, K] {_LEGEND}")
@@ -126,6 +132,17 @@ def softmax_attention(q, k, v, *, causal: bool = True, scale: float | None = Non
   if mask is not None and not _broadcasts_to(np.shape(mask), full):
     raise ValueError(f"mask has shape {list(np.shape(mask))}, expected broadcastable to "
                      f"[B, H, Tq, Tk] = {list(full)}")
+  if implementation == "chunked":
+    if mask is not None or bias is not None:
+      raise ValueError("implementation='chunked' takes causal and segment_ids, not a mask or bias "
+                       "(Tq x Tk inputs); use implementation None or 'explicit' for those")
+    segs = (None, None)
+    if segment_ids is not None:
+      _segment_mask(segment_ids, B, Tq, Tk)  # checks the shapes
+      segs = (tuple(segment_ids) if isinstance(segment_ids, (tuple, list))
+              else (jnp.asarray(segment_ids)[:, Tk - Tq:], segment_ids))
+    return chunked_attention(q, k, v, causal=causal, scale=scale, q_segment_ids=segs[0],
+                             kv_segment_ids=segs[1]).astype(v.dtype)
 
   use_kernel = implementation == "cudnn" or (implementation is None and v.shape[-1] == K)
   # Top-left causal (the kernel's is_causal) equals ours only when Tq = Tk; otherwise causality is a mask.

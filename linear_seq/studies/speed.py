@@ -16,6 +16,9 @@ longer than --max_case_seconds, is recorded as such and the mixer's longer lengt
 The crossover length of a linear mixer is where its training step becomes faster than softmax's
 (log-log interpolation between the measured lengths). Writes DIR/speed.json, DIR/results.md and PNG plots.
 The model is configs/default.py's (width 128, 2 layers, 4 heads, MLP 4x, byte vocabulary) unless overridden.
+Softmax at long context (--softmax_arms, --memory_only_from), e.g. experiments/speed/long_context.md:
+  python -m linear_seq.studies.speed --workdir=runs/speed_long --mixers=softmax --lengths=2048,8192,16384,32768 \
+    --softmax_arms=explicit,chunked,explicit+packed,chunked+packed --memory_only_from=16384
 """
 import json
 import math
@@ -41,6 +44,7 @@ from linear_seq import eval_lib  # pylint: disable=wrong-import-position
 from linear_seq import evaluate  # pylint: disable=wrong-import-position
 from linear_seq import model as model_lib  # pylint: disable=wrong-import-position
 from linear_seq import steps as steps_lib  # pylint: disable=wrong-import-position
+from linear_seq.mixers import attention_impl as attn_impl  # pylint: disable=wrong-import-position
 from linear_seq.studies import common  # pylint: disable=wrong-import-position
 from linear_seq.studies import plots as plots_lib  # pylint: disable=wrong-import-position
 
@@ -63,20 +67,32 @@ def _median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
   return first, statistics.median([common.timed(fn)[1] for _ in range(repeats)])
 
 
-def time_train_step(lm: model_lib.LM, batch_size: int, seq_len: int, repeats: int) -> dict[str, Any]:
-  """Forward + backward of the LM's mean next-token loss on random tokens [batch_size, seq_len]."""
+def packed_segment_ids(batch_size: int, seq_len: int, doc_len: int) -> jax.Array:
+  """int32 [batch_size, seq_len]: rows packed with documents of doc_len tokens (ids 1, 2, ...)."""
+  return jnp.broadcast_to(1 + jnp.arange(seq_len, dtype=jnp.int32) // doc_len, (batch_size, seq_len))
+
+
+def time_train_step(lm: model_lib.LM, batch_size: int, seq_len: int, repeats: int, *, doc_len: int = 0,
+                    timed: bool = True) -> dict[str, Any]:
+  """Forward + backward of the LM's mean next-token loss on random tokens [batch_size, seq_len].
+
+  doc_len > 0: the rows are packed documents of doc_len tokens (segment_ids). timed=False: compile only
+  (the compiled memory, no timing)."""
   graphdef, params, rest = nnx.split(lm, nnx.Param, ...)
 
-  def loss_fn(params, tokens):
-    logits, _ = nnx.merge(graphdef, params, rest)(tokens[:, :-1])
+  def loss_fn(params, tokens, segment_ids):
+    logits, _ = nnx.merge(graphdef, params, rest)(tokens[:, :-1], segment_ids=segment_ids)
     logp = jax.nn.log_softmax(logits)
     return -jnp.mean(jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1))
 
   grad_fn = jax.jit(jax.value_and_grad(loss_fn))
   tokens = jax.random.randint(jax.random.key(0), (batch_size, seq_len + 1), 0, VOCAB, jnp.int32)
-  compiled = grad_fn.lower(params, tokens).compile()
+  segment_ids = packed_segment_ids(batch_size, seq_len, doc_len) if doc_len else None
+  compiled = grad_fn.lower(params, tokens, segment_ids).compile()
   memory = common.compiled_memory(compiled)
-  first, median = _median_time(lambda: compiled(params, tokens), repeats)
+  if not timed:
+    return {"train_memory_bytes": memory}
+  first, median = _median_time(lambda: compiled(params, tokens, segment_ids), repeats)
   return {"train_step_s": median, "train_first_s": first, "train_tokens_per_sec": batch_size * seq_len / median,
           "train_memory_bytes": memory}
 
@@ -132,26 +148,49 @@ def crossover(lengths: Sequence[int], fast: Sequence[float | None], slow: Sequen
   return f"> {pts[-1][0]}"
 
 
-def run(mixers: Sequence[str], lengths: Sequence[int], *, batch_size: int, repeats: int, decode_steps: int,
-        tiny: bool, max_case_seconds: float, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-  """Measures every (mixer, length); returns one record per case."""
-  records = []
+def arms(mixers: Sequence[str], softmax_arms: Sequence[str] = ("auto",)) -> list[tuple[str, str, dict, bool]]:
+  """(label, mixer, config overrides, packed) per measured arm. softmax_arms: `IMPL` or `IMPL+packed`
+  (model.attention_impl; packed rows of documents); the label is 'softmax' for plain 'auto'."""
+  out = []
   for mixer in mixers:
-    cfg = model_config(mixer, tiny=tiny)
+    if mixer != "softmax":
+      out.append((mixer, mixer, {}, False))
+      continue
+    for spec in softmax_arms:
+      impl, packed = spec.removesuffix("+packed"), spec.endswith("+packed")
+      label = "softmax" if spec == "auto" else f"softmax ({', '.join([impl] + ['packed'] * packed)})"
+      out.append((label, mixer, {"model.attention_impl": impl}, packed))
+  return out
+
+
+def run(mixers: Sequence[str], lengths: Sequence[int], *, batch_size: int, repeats: int, decode_steps: int,
+        tiny: bool, max_case_seconds: float, softmax_arms: Sequence[str] = ("auto",), doc_len: int = 512,
+        memory_only_from: int = 0, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+  """Measures every (arm, length); returns one record per case (its 'mixer' is the arm's label).
+
+  Packed arms split each row into documents of doc_len tokens. At T >= memory_only_from (> 0) the training
+  step is only compiled: its memory, no timing, no decode."""
+  records = []
+  for label, mixer, overrides, packed in arms(mixers, softmax_arms):
+    cfg = model_config(mixer, tiny=tiny, overrides=overrides)
     lm = model_lib.LM(cfg, rngs=nnx.Rngs(0))
     skip = ""
     for T in lengths:
-      rec: dict[str, Any] = {"mixer": mixer, "seq_len": T, "state_size": lm.state_size(T),
+      rec: dict[str, Any] = {"mixer": label, "seq_len": T, "state_size": lm.state_size(T),
                              "num_params": sum(x.size for x in jax.tree.leaves(nnx.state(lm, nnx.Param)))}
+      if overrides:
+        rec.update(attention_impl=cfg.attention_impl, doc_len=doc_len if packed else 0)
       if skip:
         rec["status"] = skip
         records.append(rec)
         continue
       try:
-        rec.update(time_train_step(lm, batch_size, T, repeats))
-        rec.update(time_decode(lm, 1, T, decode_steps))
-        rec["status"] = "ok"
-        if rec["train_first_s"] > max_case_seconds:
+        timed = not (memory_only_from and T >= memory_only_from)
+        rec.update(time_train_step(lm, batch_size, T, repeats, doc_len=doc_len if packed else 0, timed=timed))
+        if timed and decode_steps:
+          rec.update(time_decode(lm, 1, T, decode_steps))
+        rec["status"] = "ok" if timed else "memory only"
+        if rec.get("train_first_s", 0) > max_case_seconds:
           skip = f"skipped (T={T} took {rec['train_first_s']:.0f}s)"
       except Exception as e:  # pylint: disable=broad-except  (XLA reports OOM as a runtime error)
         if "RESOURCE_EXHAUSTED" not in str(e) and "Out of memory" not in str(e) and not isinstance(e, MemoryError):
@@ -254,9 +293,16 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_list("lengths", [str(t) for t in LENGTHS], "Sequence lengths T.", **kw)
   flags.DEFINE_integer("batch_size", 1, "Training-step batch size.", **kw)
   flags.DEFINE_integer("repeats", 3, "Timed training steps per case (the median is reported).", **kw)
-  flags.DEFINE_integer("decode_steps", 16, "Timed one-token decode steps per case.", **kw)
+  flags.DEFINE_integer("decode_steps", 16, "Timed one-token decode steps per case (0 = no decode timing).", **kw)
   flags.DEFINE_float("max_case_seconds", 120.0,
                      "Skip a mixer's longer lengths once a first call (compile + run) takes longer.", **kw)
+  flags.DEFINE_list("softmax_arms", ["auto"],
+                    "softmax arms: model.attention_impl values (auto explicit chunked cudnn), each optionally "
+                    "+packed (rows of --doc_len-token documents), e.g. explicit,chunked,explicit+packed.", **kw)
+  flags.DEFINE_integer("doc_len", 512, "Document length of the packed softmax arms.", **kw)
+  flags.DEFINE_integer("memory_only_from", 0,
+                       "From this T on only compile the training step (its memory; no timing, no decode); 0 = never.",
+                       **kw)
   flags.DEFINE_bool("tiny", False, "Smoke run: tiny model, T in {64, 128}, 1 repeat.", **kw)
   flags.DEFINE_bool("plots_only", False, "Only redraw the plots (PNG + PDF) from WORKDIR/speed.json.", **kw)
   cli.define_dry_run_flag(flag_values)
@@ -267,7 +313,15 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
       raise flags.ValidationError(f"unknown mixer {unknown[0]!r}; valid: {', '.join(MIXERS)}")
     return True
 
+  def check_arms(specs):
+    for spec in specs:
+      if spec.removesuffix("+packed") not in attn_impl.ATTENTION_IMPLS:
+        raise flags.ValidationError(f"unknown softmax arm {spec!r}; valid: "
+                                    f"{', '.join(attn_impl.ATTENTION_IMPLS)}, each optionally +packed")
+    return True
+
   flags.register_validator("mixers", check_mixers, flag_values=flag_values)
+  flags.register_validator("softmax_arms", check_arms, flag_values=flag_values)
   flags.register_multi_flags_validator(
       ["workdir", "decode_workdir"], lambda f: bool(f["workdir"] or f["decode_workdir"]),
       "--workdir is required (or --decode_workdir)", flag_values=flag_values)
@@ -287,7 +341,8 @@ def run_flags(flag_values: flags.FlagValues = FLAGS, argv: Sequence[str] | None 
   repeats, steps = (1, 2) if f.tiny else (f.repeats, f.decode_steps)
   os.makedirs(f.workdir, exist_ok=True)
   records = run(f.mixers, lengths, batch_size=f.batch_size, repeats=repeats, decode_steps=steps, tiny=f.tiny,
-                max_case_seconds=f.max_case_seconds)
+                max_case_seconds=f.max_case_seconds, softmax_arms=f.softmax_arms, doc_len=f.doc_len,
+                memory_only_from=f.memory_only_from)
   with open(os.path.join(f.workdir, "speed.json"), "w") as fp:
     json.dump(records, fp, indent=1)
   plots = draw(records, f.workdir)

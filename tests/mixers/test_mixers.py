@@ -20,6 +20,8 @@ CASES = [
     ("softmax-rope", "softmax", dict(pos_encoding="rope")),
     ("softmax-learned-qkvconv-gqa", "softmax", dict(pos_encoding="learned", max_len=32, qkv_conv_width=3,
                                                     num_kv_heads=1, head_dim=6)),
+    ("softmax-chunked", "softmax", dict(attention_impl="chunked")),
+    ("softmax-chunked-gqa", "softmax", dict(attention_impl="chunked", num_kv_heads=1)),
     ("linear-elu1-qkvconv", "linear", dict(feature_map="elu1", chunk_size=CHUNK, qkv_conv_width=4)),
     ("linear-favor-decay", "linear", dict(feature_map="favor", num_features=12, decay=(0.9, 0.99),
                                           chunk_size=CHUNK)),

@@ -145,7 +145,7 @@ def test_kernel_not_used_when_k_differs_from_v(monkeypatch):
   assert ops.softmax_attention(q, k, v).shape == (B, 5, H, V)
   with pytest.raises(ValueError, match="implementation='cudnn' needs K = V"):
     ops.softmax_attention(q, k, v, implementation="cudnn")
-  with pytest.raises(ValueError, match="unknown implementation 'flash'; valid: None, cudnn, explicit"):
+  with pytest.raises(ValueError, match="unknown implementation 'flash'; valid: None, cudnn, explicit, chunked"):
     ops.softmax_attention(q, k, v, implementation="flash")
 
 

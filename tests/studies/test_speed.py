@@ -45,3 +45,15 @@ def test_errors(tmp_path):
     parse([f"--workdir={tmp_path}", "--mixers=lstm"])
   with pytest.raises(flags.IllegalFlagValueError, match=r"--workdir is required \(or --decode_workdir\)"):
     parse(["--tiny"])
+
+
+def test_softmax_arms():
+  assert speed.arms(["softmax", "gla"], ["auto", "chunked+packed"]) == [
+      ("softmax", "softmax", {"model.attention_impl": "auto"}, False),
+      ("softmax (chunked, packed)", "softmax", {"model.attention_impl": "chunked"}, True),
+      ("gla", "gla", {}, False)]
+  ids = speed.packed_segment_ids(2, 7, 3)
+  assert ids.shape == (2, 7) and ids[1].tolist() == [1, 1, 1, 2, 2, 2, 3]
+  with pytest.raises(flags.IllegalFlagValueError, match="unknown softmax arm 'flash'; valid: auto, explicit, "
+                     "chunked, cudnn, each optionally \\+packed"):
+    parse(["--workdir=/tmp/x", "--softmax_arms=explicit,flash"])
