@@ -57,6 +57,7 @@ class DeltaNet(nnx.Module):
   State: {'S': [B, H, K, V] float32, 'conv': [B, conv_width−1, (1 + n)·qk_heads·K + n·H·V]}.
   """
   owns_short_conv = True  # the block's model.conv_width must be 0 (ModelConfig checks)
+  supports_negative_eigenvalues = True  # model.negative_eigenvalues: β = 2σ(·) ∈ (0, 2)
 
   def __init__(self, d_model: int, num_heads: int, *, gate: str = "none", beta: str = "sigmoid",
                gate_rank: int = 16, conv_width: int = 4, dt_min: float = 1e-3, dt_max: float = 1e-1,
