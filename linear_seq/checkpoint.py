@@ -7,7 +7,8 @@ whose leaves carry the shardings of the *current* mesh, so a checkpoint restores
 
 Integrity: once orbax has committed a step, manifest.json records the size and sha256 of every other file of
 the step (integrity.py); restoring verifies them before orbax reads anything, so a flipped bit, a truncated,
-missing or extra file is reported naming the step and the file. A step without a manifest (saved before
+missing or extra file is reported naming the step and the file. The step stored in the state must be the
+folder's (a renamed `checkpoints/12` -> `16` is damaged, not step 16). A step without a manifest (saved before
 manifests existed, or a run killed in the moment between the commit and the manifest) restores with a warning.
 """
 import os
@@ -108,6 +109,7 @@ class Checkpointer:
                           "stopped right after saving it): restoring it unverified", path)
         out = self._manager.restore(s, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(target), data=ocp.args.JsonRestore()))
+        _check_step(out["state"], s, path)
       except Exception as e:  # orbax raises many types (ValueError, FileNotFoundError, tensorstore errors)
         if isinstance(e, integrity.DamagedError):
           message = f"checkpoint of step {s} is damaged: {e}"
@@ -147,6 +149,16 @@ class Checkpointer:
   def close(self) -> None:
     self.wait()
     self._manager.close()
+
+
+def _check_step(state, step: int, path: str) -> None:
+  """DamagedError when the step stored in the state is not the folder's (a renamed or copied folder)."""
+  if not isinstance(state, dict) or "step" not in state:
+    return
+  stored = int(jax.device_get(state["step"]))
+  if stored != step:
+    raise integrity.DamagedError(f"{path} holds the state of step {stored}, not {step} (the folder was renamed "
+                                 "or copied)")
 
 
 def _first_line(e: Exception) -> str:

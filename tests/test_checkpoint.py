@@ -118,3 +118,18 @@ def test_all_corrupt_or_missing(saved, tmp_path):
     checkpoint.Checkpointer(str(tmp_path / "empty"), read_only=True)
   with pytest.raises(checkpoint.CheckpointError, match="no checkpoints in"):
     checkpoint.Checkpointer(str(tmp_path / "empty2")).restore(target())
+
+
+def test_a_renamed_folder_is_damaged_not_that_step(saved, caplog):
+  """checkpoints/3 renamed to 5: not restored as step 5 (the state's own step is 3); the trainer's restore falls
+  back to step 2 and moves 5 aside."""
+  workdir, ckpt = saved
+  os.rename(os.path.join(workdir, "checkpoints", "3"), os.path.join(workdir, "checkpoints", "5"))
+  ckpt.reload()
+  with pytest.raises(checkpoint.CheckpointError, match=r"step 5 is damaged: .*checkpoints/5 holds the state of "
+                     r"step 3, not 5 \(the folder was renamed or copied\)"):
+    ckpt.restore(target(), step=5)
+  with caplog.at_level("WARNING"):
+    assert ckpt.restore(target(), quarantine=True)[0] == 2
+  assert ckpt.all_steps() == [2] and os.path.isdir(os.path.join(workdir, "checkpoints", "5.corrupt"))
+  ckpt.close()
