@@ -56,8 +56,9 @@ def make_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
 def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
   try:
     saved = config_lib.load_saved(workdir)
-  except FileNotFoundError:
-    return
+  except FileNotFoundError as e:  # (called only when the workdir holds checkpoints)
+    raise validation.ConfigError(f"{workdir} holds checkpoints but no config.json (the config they were trained "
+                                 "with): restore it, or start over with --restart") from e
   except (ValueError, OSError) as e:  # invalid JSON, unreadable
     raise validation.ConfigError(f"cannot read the config this run was trained with: {e}; restore config.json, "
                                  "or start over with --restart") from e

@@ -296,3 +296,24 @@ def test_partial_last_metrics_line_is_skipped(straight, tmp_path, caplog):
   with caplog.at_level("WARNING"):
     assert evaluate.evaluate(workdir)["step"] == 4
   assert "skipped 1 unparsable line(s) (line 7" in caplog.text
+
+
+def test_checkpoints_without_config_json_and_model_overrides_at_evaluation_are_refused(straight, tmp_path):
+  """config.json deleted: training (even with a changed non-shape model field) and evaluation refuse the workdir;
+  an evaluation override that changes the trained model is refused, eval.* is legal."""
+  with pytest.raises(validation.ConfigError, match=r"--config.model.gate_temperature=2.0 differs from the trained "
+                     r"model's 16.0 \(config.json\): that would evaluate another model"):
+    evaluate.restore(straight, config_overrides={"model.gate_temperature": "2.0"})
+  with pytest.raises(validation.ConfigError, match=r"model.mixer='linear' differs .* \(also model.num_layers\)"):
+    evaluate.restore(straight, config_overrides={"model.num_layers": "3", "model.mixer": "linear"})
+  assert evaluate.restore(straight, config_overrides={"eval.seq_len": "32", "model.chunk_size": "4"}).step == 4
+  workdir = copy(straight, tmp_path)
+  os.remove(os.path.join(workdir, "config.json"))
+  before = open(os.path.join(workdir, metrics.METRICS_FILE)).read()
+  with pytest.raises(validation.ConfigError, match=r"holds checkpoints but no config.json .*: restore it, or start "
+                     "over with --restart"):
+    train.train_and_evaluate(mqar(**{"model.gate_temperature": 4.0}), workdir)
+  with pytest.raises(validation.ConfigError, match=r"holds checkpoints but no config.json .*: restore it"):
+    evaluate.restore(workdir)
+  assert open(os.path.join(workdir, metrics.METRICS_FILE)).read() == before
+  assert not os.path.exists(os.path.join(workdir, "config.json"))
