@@ -5,15 +5,17 @@ optimizer state, non-trainable variables such as random projections, step) saved
 the data iterator's state (it.get_state(), a JSON dict) saved with JsonSave. Restoring takes an abstract target
 whose leaves carry the shardings of the *current* mesh, so a checkpoint restores onto any device count.
 
-Integrity: once orbax has committed a step, manifest.json records the size and sha256 of every other file of
-the step (integrity.py); restoring verifies them before orbax reads anything, so a flipped bit, a truncated,
+Integrity: manifest.json records the size and sha256 of every other file of the step (integrity.py). It is
+part of the commit: written into orbax's temporary folder after its files and before the rename that commits
+the step (`_ManifestedTemporaryPath`), so every step this code committed has one; restoring verifies them before orbax reads anything, so a flipped bit, a truncated,
 missing or extra file is reported naming the step and the file. The step stored in the state must be the
 folder's (a renamed `checkpoints/12` -> `16` is damaged, not step 16). A step without a manifest (saved before
-manifests existed, or a run killed in the moment between the commit and the manifest) restores with a warning.
+manifests were part of the commit) restores unverified with a warning.
 """
+import asyncio
 import os
 import shutil
-import threading
+import time
 from typing import Any, Optional
 
 from absl import logging
@@ -39,6 +41,30 @@ def abstract_like(tree, shardings) -> Any:
   return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
 
 
+class _ManifestedTemporaryPath(ocp.path.atomicity.AtomicRenameTemporaryPath):
+  """orbax's atomic-rename commit of a step folder with the manifest written just before the rename (and
+  WORKDIR/checkpointed.json just after it). The body is AtomicRenameTemporaryPath.finalize's (orbax 0.12.8,
+  pinned in constraints.txt) with those two writes added."""
+
+  async def finalize(self):
+    final = self.get_final()
+    if not final.name.isdigit() or self._snapshot is not None:  # (not a step folder: orbax's own finalize)
+      return await super().finalize()
+    if self._checkpoint_metadata_store:
+      await asyncio.to_thread(self._checkpoint_metadata_store.wait_until_finished)
+      await asyncio.to_thread(
+          self._checkpoint_metadata_store.update,
+          file_path=ocp.path.atomicity.checkpoint_metadata.step_metadata_file_path(self._tmp_path),
+          commit_timestamp_nsecs=time.time_ns())
+      await asyncio.to_thread(self._checkpoint_metadata_store.wait_until_finished)
+    commit = self.get() / ocp.path.atomicity.COMMIT_SUCCESS_FILE
+    await asyncio.to_thread(commit.write_text, f"Checkpoint commit was successful to {final}")
+    await asyncio.to_thread(integrity.write_manifest, os.fspath(self.get()))
+    await asyncio.to_thread(os.rename, os.fspath(self._tmp_path), os.fspath(final))
+    await asyncio.to_thread(workdir_lib.mark_checkpointed, os.path.dirname(os.path.dirname(os.fspath(final))),
+                            int(final.name))
+
+
 class Checkpointer:
   """Saves every `save_every` steps (the trainer also saves at the end), keeps the newest `keep`."""
 
@@ -49,9 +75,9 @@ class Checkpointer:
                             "(train first: python -m linear_seq.main --config=... --workdir=...)")
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep if keep > 0 and not read_only else None, save_interval_steps=0 if read_only else 1,
-        create=not read_only, read_only=read_only, enable_async_checkpointing=use_async and not read_only)
+        create=not read_only, read_only=read_only, enable_async_checkpointing=use_async and not read_only,
+        temporary_path_class=_ManifestedTemporaryPath)
     self._manager = ocp.CheckpointManager(self.directory, item_names=("state", "data"), options=options)
-    self._manifest_threads: list[threading.Thread] = []
 
   def all_steps(self) -> list[int]:
     return sorted(self._manager.all_steps())
@@ -64,23 +90,6 @@ class Checkpointer:
     """Saves (asynchronously: arrays are copied to host before this returns, so `state` may be donated after)."""
     self._manager.save(step, args=ocp.args.Composite(
         state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state or {})), force=True)
-    if jax.process_index() == 0:
-      self._manifest_threads = [t for t in self._manifest_threads if t.is_alive()]
-      thread = threading.Thread(target=self._write_manifest_after_commit, args=(step,), daemon=True,
-                                name=f"manifest-{step}")
-      thread.start()
-      self._manifest_threads.append(thread)
-
-  def _write_manifest_after_commit(self, step: int) -> None:
-    try:
-      self._manager.wait_until_finished()  # joins orbax's finalize thread (safe from several threads)
-    except Exception as e:  # pylint: disable=broad-except  (the trainer's own wait reports the save error)
-      logging.warning("checkpoint %d was not committed (%s): no manifest written", step, _first_line(e))
-      return
-    path = os.path.join(self.directory, str(step))
-    if os.path.isdir(path):  # (not removed meanwhile by keep=K)
-      integrity.write_manifest(path)
-      workdir_lib.mark_checkpointed(os.path.dirname(self.directory), step)
 
   def restore(self, target, step: Optional[int] = None, *, quarantine: bool = False):
     """Restores (step, state, data_state). `target`: abstract state (ShapeDtypeStructs with shardings).
@@ -140,11 +149,8 @@ class Checkpointer:
     self._manager.reload()
 
   def wait(self) -> None:
-    """Waits for pending saves and their manifests."""
+    """Waits for pending saves (committed with their manifests)."""
     self._manager.wait_until_finished()
-    for thread in self._manifest_threads:
-      thread.join()
-    self._manifest_threads = []
 
   def close(self) -> None:
     self.wait()

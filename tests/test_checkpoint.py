@@ -133,3 +133,22 @@ def test_a_renamed_folder_is_damaged_not_that_step(saved, caplog):
     assert ckpt.restore(target(), quarantine=True)[0] == 2
   assert ckpt.all_steps() == [2] and os.path.isdir(os.path.join(workdir, "checkpoints", "5.corrupt"))
   ckpt.close()
+
+
+def test_the_manifest_is_written_before_the_commit(tmp_path, monkeypatch):
+  """Every committed step has its manifest: it is written into orbax's temporary folder, before the rename that
+  makes the step visible (so a kill at any moment leaves either no step or a step with its manifest)."""
+  from linear_seq import integrity  # pylint: disable=g-import-not-at-top
+  real, seen = integrity.write_manifest, []
+  def recording(step_dir):
+    seen.append((os.path.basename(step_dir), os.path.exists(os.path.join(str(tmp_path), "checkpoints", "1"))))
+    return real(step_dir)
+  monkeypatch.setattr(integrity, "write_manifest", recording)
+  ckpt = checkpoint.Checkpointer(str(tmp_path), keep=2)
+  ckpt.save(1, make_state(1), {"position": 1})
+  ckpt.wait()
+  assert len(seen) == 1 and seen[0][0].startswith("1.orbax-checkpoint-tmp") and seen[0][1] is False, seen
+  assert integrity.verify_manifest(os.path.join(str(tmp_path), "checkpoints", "1"))
+  assert open(tmp_path / "checkpointed.json").read().strip() == '{"step": 1}'
+  assert ckpt.restore(target())[0] == 1
+  ckpt.close()
