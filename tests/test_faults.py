@@ -317,3 +317,28 @@ def test_checkpoints_without_config_json_and_model_overrides_at_evaluation_are_r
     evaluate.restore(workdir)
   assert open(os.path.join(workdir, metrics.METRICS_FILE)).read() == before
   assert not os.path.exists(os.path.join(workdir, "config.json"))
+
+
+def test_corpus_fingerprint_is_by_content(tmp_path, caplog):
+  """An edit that keeps the size and the mtime (rsync -a, cp -p) changes the fingerprint; touching does not.
+  A corpus.json of the older size+mtime rule is recorded again (by content) instead of refusing the resume."""
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  (corpus / "a.txt").write_text("To be, or not to be\n" * 50)
+  before = local_text.fingerprint(str(corpus))
+  st = os.stat(corpus / "a.txt")
+  (corpus / "a.txt").write_text("To be, or NOT to be\n" * 50)
+  os.utime(corpus / "a.txt", ns=(st.st_atime_ns, st.st_mtime_ns))
+  assert os.stat(corpus / "a.txt").st_size == st.st_size and local_text.fingerprint(str(corpus)) != before
+  edited = local_text.fingerprint(str(corpus))
+  os.utime(corpus / "a.txt")
+  assert local_text.fingerprint(str(corpus)) == edited
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  (workdir / workdir_lib.CORPUS_FILE).write_text('{"fingerprint": "0123", "corpus": "x"}\n')  # the older rule
+  with caplog.at_level("WARNING"):
+    workdir_lib.check_corpus(str(workdir), edited, "x", resuming=True)
+  assert "older size+mtime rule" in caplog.text
+  workdir_lib.check_corpus(str(workdir), edited, "x", resuming=True)
+  with pytest.raises(workdir_lib.WorkdirError, match="changed since this run started"):
+    workdir_lib.check_corpus(str(workdir), before, "x", resuming=True)
