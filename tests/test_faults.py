@@ -19,6 +19,7 @@ import pytest
 
 from linear_seq import checkpoint
 from linear_seq import evaluate
+from linear_seq import integrity
 from linear_seq import metrics
 from linear_seq import train
 from linear_seq import validation
@@ -246,8 +247,8 @@ def test_binary_corpus_warns_empty_corpus_is_refused(tmp_path, caplog):
     local_text.check_folder(str(empty))
 
 
-def finish(proc):
-  _, err = proc.communicate(timeout=600)
+def finish(proc, timeout=600):
+  _, err = proc.communicate(timeout=timeout)
   return proc.returncode, err
 
 
@@ -342,3 +343,94 @@ def test_corpus_fingerprint_is_by_content(tmp_path, caplog):
   workdir_lib.check_corpus(str(workdir), edited, "x", resuming=True)
   with pytest.raises(workdir_lib.WorkdirError, match="changed since this run started"):
     workdir_lib.check_corpus(str(workdir), before, "x", resuming=True)
+
+
+def signal_at_step(monkeypatch, step, signum=signal.SIGTERM):
+  """Sends `signum` to this process just before step `step` is dispatched (from inside the training loop)."""
+  real, calls = train.validation.check_loss_positions, []
+  def check(*args):
+    calls.append(1)
+    if len(calls) == step:
+      os.kill(os.getpid(), signum)
+    return real(*args)
+  monkeypatch.setattr(train.validation, "check_loss_positions", check)
+
+
+def no_stop_lines(workdir):
+  return [r for r in metrics.read_metrics(workdir) if "stopped" not in r]
+
+
+def test_sigterm_finishes_the_step_saves_and_the_rerun_is_the_same_run(straight, tmp_path, monkeypatch):
+  workdir = str(tmp_path / "run")
+  signal_at_step(monkeypatch, 3)
+  with pytest.raises(train.Preempted, match=r"stopped by SIGTERM after step 3: its checkpoint is saved in "
+                     r".*checkpoints/3; rerun the same command to resume"):
+    train.train_and_evaluate(mqar(), workdir)
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2", "3"]
+  assert metrics.read_metrics(workdir)[-1] == {"step": 3, "stopped": "SIGTERM"}
+  assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are restored
+  monkeypatch.undo()
+  assert train.train_and_evaluate(mqar(), workdir)["step"] == 4  # the lock was released
+  assert strip(no_stop_lines(workdir)) == strip(metrics.read_metrics(straight))
+  for a, b in zip(params_at(workdir, 4), params_at(straight, 4)):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_a_second_signal_during_the_save_abandons_it_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+  workdir = str(tmp_path / "run")
+  signal_at_step(monkeypatch, 3, signal.SIGINT)
+  real_save = checkpoint.Checkpointer.save
+  def save(self, step, *args):
+    if step == 3:
+      os.kill(os.getpid(), signal.SIGINT)  # the second signal arrives inside the preemption save
+    return real_save(self, step, *args)
+  monkeypatch.setattr(checkpoint.Checkpointer, "save", save)
+  with pytest.raises(train.SaveAborted, match="SIGINT received again while saving the checkpoint"):
+    train.train_and_evaluate(mqar(), workdir)
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2"]
+  assert integrity.verify_manifest(os.path.join(workdir, "checkpoints", "2"))
+  with workdir_lib.lock(workdir):  # released
+    pass
+
+
+LONG_RUN = {"train.num_steps": 100, "train.checkpoint_every": 50, "train.eval_every": 100}
+
+
+def long_run_args(workdir):
+  return ["--config=configs/mqar.py:tiny=True", f"--workdir={workdir}", "--config.train.log_every=1",
+          *(f"--config.{k}={v}" for k, v in LONG_RUN.items())]
+
+
+def wait_for_step(proc, workdir, step, timeout=300):
+  t0 = time.time()
+  while proc.poll() is None and time.time() - t0 < timeout:
+    if any(r["step"] >= step for r in metrics.read_metrics(workdir, quiet=True)):
+      return True
+    time.sleep(0.02)
+  return False
+
+
+def test_real_signals_stop_with_a_checkpoint_and_one_line(tmp_path):
+  """Real subprocesses (started together): SIGTERM mid-run -> the step's checkpoint, a metrics line, the lock
+  released, exit 1 with one line; SIGINT twice in a row -> no hang, no traceback, every checkpoint intact."""
+  term, twice = str(tmp_path / "term"), str(tmp_path / "twice")
+  procs = {term: start("main", *long_run_args(term)), twice: start("main", *long_run_args(twice))}
+  for workdir, proc in procs.items():
+    assert wait_for_step(proc, workdir, 3), proc.communicate()[1][-3000:]
+  procs[term].send_signal(signal.SIGTERM)
+  procs[twice].send_signal(signal.SIGINT)
+  time.sleep(0.05)
+  procs[twice].send_signal(signal.SIGINT)
+  (code, err), (code2, err2) = (finish(procs[term], timeout=120), finish(procs[twice], timeout=120))
+  last = metrics.read_metrics(term)[-1]
+  assert last["stopped"] == "SIGTERM" and 3 <= last["step"] < 100
+  assert_one_line(code, err, f"stopped by SIGTERM after step {last['step']}: its checkpoint is saved in")
+  assert sorted(os.listdir(os.path.join(term, "checkpoints")), key=int)[-1] == str(last["step"])
+  assert integrity.verify_manifest(os.path.join(term, "checkpoints", str(last["step"])))
+  assert code2 == 1 and "Traceback" not in err2 and len([l for l in err2.splitlines() if l.startswith("error: ")]) == 1
+  committed = [n for n in os.listdir(os.path.join(twice, "checkpoints")) if n.isdigit()]  # (not an abandoned tmp)
+  for name in committed:
+    assert integrity.verify_manifest(os.path.join(twice, "checkpoints", name)), name
+  for workdir in (term, twice):
+    with workdir_lib.lock(workdir):  # released
+      pass
