@@ -11,8 +11,15 @@ the step (`_ManifestedTemporaryPath`), so every step this code committed has one
 missing or extra file is reported naming the step and the file. The step stored in the state must be the
 folder's (a renamed `checkpoints/12` -> `16` is damaged, not step 16). A step without a manifest (saved before
 manifests were part of the commit) restores unverified with a warning.
+
+A failed save (e.g. a full disk, raised in orbax's background commit) is one CheckpointError naming the step,
+its path and, for ENOSPC, the free space; `check()` (polled by the trainer every step) raises it as soon as the
+commit has failed, `save()` and `wait()` at the latest. The failed step's tmp folder is never committed, so the
+previous checkpoint stays the latest.
 """
 import asyncio
+import errno
+import logging as pylogging
 import os
 import shutil
 import time
@@ -39,6 +46,20 @@ def checkpoint_dir(workdir: str) -> str:
 def abstract_like(tree, shardings) -> Any:
   """ShapeDtypeStructs with the given shardings: the restore target for `tree` (arrays or abstract values)."""
   return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
+
+
+class _DropOrbaxSaveTracebacks(pylogging.Filter):
+  """Drops orbax's ERROR records (with tracebacks, tens to hundreds of lines) of a failed background save: the
+  Checkpointer raises that failure as one CheckpointError line naming the step and path."""
+
+  def filter(self, record: pylogging.LogRecord) -> bool:
+    return not (record.levelno >= pylogging.ERROR and f"{os.sep}orbax{os.sep}" in record.pathname)
+
+
+def _quiet_orbax_save_errors() -> None:
+  logger = pylogging.getLogger("absl")
+  if not any(isinstance(f, _DropOrbaxSaveTracebacks) for f in logger.filters):
+    logger.addFilter(_DropOrbaxSaveTracebacks())
 
 
 class _ManifestedTemporaryPath(ocp.path.atomicity.AtomicRenameTemporaryPath):
@@ -78,6 +99,10 @@ class Checkpointer:
         create=not read_only, read_only=read_only, enable_async_checkpointing=use_async and not read_only,
         temporary_path_class=_ManifestedTemporaryPath)
     self._manager = ocp.CheckpointManager(self.directory, item_names=("state", "data"), options=options)
+    self._pending: Optional[int] = None  # the step of a save not yet known to have committed
+    if not read_only:
+      _quiet_orbax_save_errors()
+    self._failed = False
 
   def all_steps(self) -> list[int]:
     return sorted(self._manager.all_steps())
@@ -87,9 +112,40 @@ class Checkpointer:
     return steps[-1] if steps else None
 
   def save(self, step: int, state, data_state: Optional[dict]) -> None:
-    """Saves (asynchronously: arrays are copied to host before this returns, so `state` may be donated after)."""
-    self._manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state or {})), force=True)
+    """Saves (asynchronously: arrays are copied to host before this returns, so `state` may be donated after).
+    A failed save (this one's synchronous part, or the previous one's commit) raises CheckpointError naming
+    its step and path (and the free space when the disk is full)."""
+    try:
+      self._manager.save(step, args=ocp.args.Composite(
+          state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state or {})), force=True)
+    except Exception as e:  # pylint: disable=broad-except  (orbax, tensorstore and OS errors)
+      raise self._save_failed(self._pending if self._pending is not None else step, e) from e
+    self._pending = step
+
+  def check(self) -> None:
+    """Raises CheckpointError at once if the background commit of the last save has failed (non-blocking: the
+    trainer calls this every step, so a full disk stops the run at the save that failed, not one save later)."""
+    if self._pending is not None and not self._manager.is_saving_in_progress():
+      self.wait()
+
+  def _save_failed(self, step: int, e: Exception) -> CheckpointError:
+    self._failed = True
+    path = os.path.join(self.directory, str(step))
+    try:
+      self._manager.reload()
+      kept = [s for s in self.all_steps() if s != step]
+    except Exception:  # pylint: disable=broad-except
+      kept = []
+    reason = _first_line(e)
+    if _is_disk_full(e):
+      try:
+        free = shutil.disk_usage(self.directory).free
+        reason = f"no space left on device ({_size(free)} free there)"
+      except OSError:
+        reason = "no space left on device"
+    kept_text = (f"the previous checkpoint (step {kept[-1]}) is kept" if kept else "no earlier checkpoint exists")
+    return CheckpointError(f"saving the checkpoint of step {step} to {path} failed: {reason}; {kept_text}; "
+                           "training stopped")
 
   def restore(self, target, step: Optional[int] = None, *, quarantine: bool = False):
     """Restores (step, state, data_state). `target`: abstract state (ShapeDtypeStructs with shardings).
@@ -149,12 +205,22 @@ class Checkpointer:
     self._manager.reload()
 
   def wait(self) -> None:
-    """Waits for pending saves (committed with their manifests)."""
-    self._manager.wait_until_finished()
+    """Waits for pending saves (committed with their manifests); CheckpointError if one failed."""
+    try:
+      self._manager.wait_until_finished()
+    except Exception as e:  # pylint: disable=broad-except
+      if self._failed:  # (already reported)
+        return
+      raise self._save_failed(self._pending if self._pending is not None else -1, e) from e
+    self._pending = None
 
   def close(self) -> None:
     self.wait()
-    self._manager.close()
+    try:
+      self._manager.close()
+    except Exception:  # pylint: disable=broad-except
+      if not self._failed:
+        raise
 
 
 def _check_step(state, step: int, path: str) -> None:
@@ -165,6 +231,24 @@ def _check_step(state, step: int, path: str) -> None:
   if stored != step:
     raise integrity.DamagedError(f"{path} holds the state of step {stored}, not {step} (the folder was renamed "
                                  "or copied)")
+
+
+def _is_disk_full(e: BaseException) -> bool:
+  seen = set()
+  while e is not None and id(e) not in seen:
+    seen.add(id(e))
+    if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "No space left on device" in str(e):
+      return True
+    e = e.__cause__ or e.__context__
+  return False
+
+
+def _size(n: int) -> str:
+  for unit in ("bytes", "KiB", "MiB", "GiB"):
+    if n < 1024 or unit == "GiB":
+      return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+    n /= 1024
+  return str(n)
 
 
 def _first_line(e: Exception) -> str:

@@ -227,6 +227,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
       profiler.after(step, out)
       pending.append((step, out["loss"], out["grad_norm"]))
       writer.advance(step)
+      ckpt.check()  # a failed background save (e.g. a full disk) stops the run now, naming its step
       is_last = step == num_steps
       stop = None if is_last else signals.requested()  # (the last step: the run ends normally anyway)
       log = step % config.train.log_every == 0 or is_last

@@ -152,3 +152,28 @@ def test_the_manifest_is_written_before_the_commit(tmp_path, monkeypatch):
   assert open(tmp_path / "checkpointed.json").read().strip() == '{"step": 1}'
   assert ckpt.restore(target())[0] == 1
   ckpt.close()
+
+
+def test_a_failed_background_commit_is_one_error_naming_the_step_and_the_free_space(tmp_path, monkeypatch):
+  """ENOSPC while step 2 commits: check() (polled by the trainer every step) raises it, naming step 2, its path
+  and the free space; step 1 is kept; closing does not raise it again."""
+  import errno  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  from linear_seq import integrity  # pylint: disable=g-import-not-at-top
+  ckpt = checkpoint.Checkpointer(str(tmp_path), keep=3)
+  ckpt.save(1, make_state(1), {})
+  ckpt.wait()
+  real = integrity.write_manifest
+  def full(step_dir):
+    if "/2.orbax-checkpoint-tmp" in step_dir:
+      raise OSError(errno.ENOSPC, "No space left on device", step_dir)
+    return real(step_dir)
+  monkeypatch.setattr(integrity, "write_manifest", full)
+  ckpt.save(2, make_state(2), {})
+  with pytest.raises(checkpoint.CheckpointError, match=r"^saving the checkpoint of step 2 to .*checkpoints/2 failed: "
+                     r"no space left on device \([\d.]+ \w+ free there\); the previous checkpoint \(step 1\) is kept"):
+    for _ in range(600):
+      ckpt.check()
+      time.sleep(0.05)
+  ckpt.close()
+  assert ckpt.all_steps() == [1]

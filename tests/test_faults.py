@@ -410,10 +410,31 @@ def wait_for_step(proc, workdir, step, timeout=300):
   return False
 
 
-def test_real_signals_stop_with_a_checkpoint_and_one_line(tmp_path):
+# The trainer with a full disk from the commit of step 8's checkpoint on (ENOSPC injected where the commit writes).
+DISK_FULL_AT_STEP_8 = """
+import errno, sys
+from absl import app
+from linear_seq import cli, integrity, main
+real = integrity.write_manifest
+def write_manifest(step_dir):
+  if "/8.orbax-checkpoint-tmp" in step_dir:
+    raise OSError(errno.ENOSPC, "No space left on device", step_dir)
+  return real(step_dir)
+integrity.write_manifest = write_manifest
+app.run(main.main, flags_parser=cli.parse_flags)
+"""
+
+
+def test_real_signals_and_a_full_disk_stop_with_one_line(tmp_path):
   """Real subprocesses (started together): SIGTERM mid-run -> the step's checkpoint, a metrics line, the lock
-  released, exit 1 with one line; SIGINT twice in a row -> no hang, no traceback, every checkpoint intact."""
-  term, twice = str(tmp_path / "term"), str(tmp_path / "twice")
+  released, exit 1 with one line; SIGINT twice in a row -> no hang, no traceback, every checkpoint intact;
+  ENOSPC at step 8's save (a checkpoint every 4) -> one line naming step 8, its path and the free space, as
+  soon as its background commit fails (at the latest at the next save, which is not made); step 4 kept."""
+  term, twice, full = str(tmp_path / "term"), str(tmp_path / "twice"), str(tmp_path / "full")
+  env = {**cli_env(), "JAX_DEFAULT_MATMUL_PRECISION": "highest"}
+  disk_full = subprocess.Popen([sys.executable, "-c", DISK_FULL_AT_STEP_8, *long_run_args(full),
+                                "--config.train.checkpoint_every=4"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
   procs = {term: start("main", *long_run_args(term)), twice: start("main", *long_run_args(twice))}
   for workdir, proc in procs.items():
     assert wait_for_step(proc, workdir, 3), proc.communicate()[1][-3000:]
@@ -431,6 +452,13 @@ def test_real_signals_stop_with_a_checkpoint_and_one_line(tmp_path):
   committed = [n for n in os.listdir(os.path.join(twice, "checkpoints")) if n.isdigit()]  # (not an abandoned tmp)
   for name in committed:
     assert integrity.verify_manifest(os.path.join(twice, "checkpoints", name)), name
-  for workdir in (term, twice):
+  code, err = finish(disk_full, timeout=300)
+  assert_one_line(code, err, f"saving the checkpoint of step 8 to {full}/checkpoints/8 failed: no space left on "
+                  "device (")
+  assert "free there); the previous checkpoint (step 4) is kept; training stopped" in err
+  assert [n for n in os.listdir(os.path.join(full, "checkpoints")) if n.isdigit()] == ["4"]
+  assert integrity.verify_manifest(os.path.join(full, "checkpoints", "4"))
+  assert max(r["step"] for r in metrics.read_metrics(full)) <= 12  # stopped at the latest at the next save
+  for workdir in (term, twice, full):
     with workdir_lib.lock(workdir):  # released
       pass
