@@ -157,8 +157,8 @@ class _BackgroundTensorBoard:
     except queue.Full:
       pass
     self._thread.join(1.0 if self._dead() else timeout)
-    if self._thread.is_alive():
-      self._drop(f"did not finish{'' if self._dead() else f' within {timeout:.0f} s'}")
+    if self._thread.is_alive() or self._dead() and self._error is not None:
+      self._drop(f"stopped at the end ({self._error or 'stuck'})")
 
 
 class MetricsWriter:

@@ -107,5 +107,5 @@ def test_a_dead_tensorboard_writer_never_blocks(tmp_path, monkeypatch, caplog):
     thread.join(timeout=60)
   assert not thread.is_alive(), "a metrics write blocked"
   assert [r["step"] for r in metrics.read_metrics(str(tmp_path))] == list(range(1, 101))
-  assert caplog.text.count("TensorBoard writer stopped at step") == 1
+  assert caplog.text.count("TensorBoard writer stopped at") == 1  # (at step N, or at the end: a race)
   assert "(tensorboardX's worker thread died)" in caplog.text
