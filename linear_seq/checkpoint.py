@@ -7,9 +7,10 @@ whose leaves carry the shardings of the *current* mesh, so a checkpoint restores
 
 Integrity: manifest.json records the size and sha256 of every other file of the step (integrity.py). It is
 part of the commit: written into orbax's temporary folder after its files and before the rename that commits
-the step (`_ManifestedTemporaryPath`), so every step this code committed has one; restoring verifies them before orbax reads anything, so a flipped bit, a truncated,
-missing or extra file is reported naming the step and the file. The step stored in the state must be the
-folder's (a renamed `checkpoints/12` -> `16` is damaged, not step 16). A step without a manifest (saved before
+the step (`_ManifestedTemporaryPath`), so every step this code committed has one; restoring verifies them
+before orbax reads anything, so a flipped bit, a truncated or missing file is reported naming the step and the
+file (files it does not list, e.g. .DS_Store, are ignored). The step stored in the state must be the folder's
+(a renamed `checkpoints/12` -> `16` is damaged, not step 16). A step without a manifest (saved before
 manifests were part of the commit) restores unverified with a warning.
 
 A failed save (e.g. a full disk, raised in orbax's background commit) is one CheckpointError naming the step,

@@ -177,3 +177,15 @@ def test_a_failed_background_commit_is_one_error_naming_the_step_and_the_free_sp
       time.sleep(0.05)
   ckpt.close()
   assert ckpt.all_steps() == [1]
+
+
+def test_unknown_extra_files_are_not_damage(saved):
+  """.DS_Store, .nfs* and the like in an intact step: it restores (the manifest's files are what is verified)."""
+  workdir, ckpt = saved
+  step_dir = os.path.join(workdir, "checkpoints", "3")
+  for name in (".DS_Store", os.path.join("state", ".nfs000000000123abcd"), os.path.join("state", "d", "._x")):
+    with open(os.path.join(step_dir, name), "w") as f:
+      f.write("junk")
+  assert ckpt.restore(target(), step=3, quarantine=True)[0] == 3
+  assert ckpt.all_steps() == [2, 3]
+  ckpt.close()
