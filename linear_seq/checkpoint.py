@@ -148,14 +148,18 @@ class Checkpointer:
     return CheckpointError(f"saving the checkpoint of step {step} to {path} failed: {reason}; {kept_text}; "
                            "training stopped")
 
-  def restore(self, target, step: Optional[int] = None, *, quarantine: bool = False):
+  def restore(self, target, step: Optional[int] = None, *, quarantine: bool = False, fallback: bool = True):
     """Restores (step, state, data_state). `target`: abstract state (ShapeDtypeStructs with shardings).
 
     Each step is verified against its manifest first (a damaged step is not read at all).
-    step=None takes the latest checkpoint; when it is damaged or unreadable, older ones are tried with a warning (with
-    quarantine=True, once an older one restores, the unreadable newer directories are renamed to
-    '<step>.corrupt' so training can write those steps again; when none restores nothing is moved, so a rerun
-    cannot silently start from scratch). An explicit step that is missing or unreadable raises CheckpointError.
+    step=None takes the latest checkpoint; when it is damaged or unreadable, older ones are tried with a warning
+    (not with fallback=False: evaluate refuses a damaged latest). With quarantine=True, once an older one
+    restores, the unreadable newer directories are renamed to '<step>.corrupt' so training can write those steps
+    again; when none restores nothing is moved, so a rerun cannot silently start from scratch. A checkpoint that
+    vanishes while it is read (rotated away by a trainer running there, keep=K) is not damage: step=None
+    retries on the newest one; an explicit step raises CheckpointError saying it was removed. An explicit step
+    that is missing, damaged or unreadable raises CheckpointError. Messages say "damaged" only of files that
+    fail the manifest.
     """
     self.wait()
     steps = self.all_steps()
@@ -164,25 +168,43 @@ class Checkpointer:
     if step is not None and step not in steps:
       raise CheckpointError(f"no checkpoint for step {step} in {self.directory}; available steps: "
                             f"{', '.join(map(str, steps))}")
-    candidates = [step] if step is not None else steps[::-1]
-    errors, unreadable = [], []
+    candidates = [step] if step is not None else steps[::-1] if fallback else steps[-1:]
+    first = candidates[0]
+    errors, unreadable, tried = [], [], set()
     integrity.quiet_orbax_read_errors()
-    for s in candidates:
+    while candidates:
+      s = candidates.pop(0)
+      tried.add(s)
       path = os.path.join(self.directory, str(s))
+      verified = False
       try:
-        if not integrity.verify_manifest(path):
-          logging.warning("checkpoint %s has no integrity manifest (saved before manifests existed, or the run "
-                          "stopped right after saving it): restoring it unverified", path)
+        verified = integrity.verify_manifest(path) if os.path.isdir(path) else False
+        if not verified and os.path.isdir(path):
+          logging.warning("checkpoint %s has no integrity manifest (saved before manifests were part of the "
+                          "commit): restoring it unverified", path)
         out = self._manager.restore(s, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(target), data=ocp.args.JsonRestore()))
         _check_step(out["state"], s, path)
       except Exception as e:  # orbax raises many types (ValueError, FileNotFoundError, tensorstore errors)
+        if not os.path.isdir(path):  # removed meanwhile: rotated away by a running trainer, or deleted
+          self._manager.reload()
+          now = self.all_steps()
+          if step is not None:
+            raise CheckpointError(f"checkpoint {path} was removed while it was read (a trainer running in this "
+                                  "workdir keeps only its newest checkpoints); available now: "
+                                  f"{', '.join(map(str, now)) or 'none'}") from e
+          newer = [t for t in now if t not in tried]
+          candidates = newer[::-1] if fallback else newer[-1:]
+          logging.warning("checkpoint %s was removed while it was read (a running trainer's rotation?): %s", path,
+                          f"reading the newest, step {candidates[0]}" if candidates else "no other checkpoint")
+          continue
         if isinstance(e, integrity.DamagedError):
           message = f"checkpoint of step {s} is damaged: {e}"
         else:
-          message = f"checkpoint {path} is corrupt or unreadable: {type(e).__name__}: {_first_line(e)}"
+          checked = ("its files match its manifest" if verified else "it has no manifest to check its files")
+          message = f"checkpoint {path} is unreadable ({checked}): {type(e).__name__}: {_first_line(e)}"
         errors.append(message)
-        if step is not None:
+        if step is not None or not fallback:
           raise CheckpointError(message) from e
         unreadable.append(path)  # (reported below once an older one restores, or in the error: one line a step)
         continue
@@ -196,9 +218,11 @@ class Checkpointer:
           shutil.move(path, moved)
           logging.warning("moved %s to %s", path, moved)
         self._manager.reload()
-      if s != candidates[0]:
-        logging.warning("restored the older checkpoint of step %d instead of step %d", s, candidates[0])
+      if s < first and unreadable:
+        logging.warning("restored the older checkpoint of step %d instead of step %d", s, first)
       return s, out["state"], dict(out["data"] or {})
+    if not errors:
+      raise CheckpointError(f"no checkpoints in {self.directory} (the last ones were removed while being read)")
     raise CheckpointError(f"no readable checkpoint in {self.directory} (tried {len(errors)}; nothing was moved):"
                           "\n  " + "\n  ".join(errors))
 

@@ -110,9 +110,9 @@ def restore(workdir: str, step: Optional[int] = None,
     mesh = sharding.make_mesh()
     static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
     latest = ckpt.latest_step()
-    try:  # the latest step unless told which: a damaged latest is refused, not replaced by an older one
-      step, state, _ = ckpt.restore(checkpoint.abstract_like(abstract, shardings),
-                                    step=latest if step is None else step)
+    try:  # the latest step unless told which: a damaged latest is refused, not replaced by an older one (one
+      # rotated away by a trainer running there meanwhile is replaced by the newest)
+      step, state, _ = ckpt.restore(checkpoint.abstract_like(abstract, shardings), step=step, fallback=False)
     except checkpoint.CheckpointError as e:
       older = [s for s in ckpt.all_steps() if s != (latest if step is None else step)]
       hint = (f"; not evaluated: pick another with --step (available: {', '.join(map(str, older))})" if older

@@ -75,7 +75,7 @@ def test_without_manifest_orbax_errors_still_fall_back(saved, caplog):
   os.remove(os.path.join(workdir, "checkpoints", "3", "manifest.json"))
   for f in glob.glob(os.path.join(workdir, "checkpoints", "3", "state", "**", "d", "*"), recursive=True):
     open(f, "w").close()
-  with pytest.raises(checkpoint.CheckpointError, match=r"checkpoints/3 is corrupt or unreadable: \w+: [^<]*$"):
+  with pytest.raises(checkpoint.CheckpointError, match=r"checkpoints/3 is unreadable \(it has no manifest to check its files\): \w+: [^<]*$"):
     ckpt.restore(target(), step=3)
   assert ckpt.restore(target())[0] == 2
   ckpt.close()
@@ -189,3 +189,31 @@ def test_unknown_extra_files_are_not_damage(saved):
   assert ckpt.restore(target(), step=3, quarantine=True)[0] == 3
   assert ckpt.all_steps() == [2, 3]
   ckpt.close()
+
+
+def test_a_checkpoint_rotated_away_while_read_is_retried_on_the_newest_not_called_corrupt(saved, caplog):
+  """A reader (evaluate, linear_seq.load) while a trainer saves with keep=2: the step being read vanishes.
+  The latest is retried on the newest one; an explicit step says it was removed; neither says corrupt/damaged."""
+  workdir, writer = saved  # keep=2: steps 2, 3
+  reader = checkpoint.Checkpointer(workdir, read_only=True)
+  real, next_step = reader._manager.restore, [4]  # pylint: disable=protected-access
+  def rotating_restore(*args, **kwargs):  # the trainer saves two more steps while the reader reads
+    for _ in range(2):
+      writer.save(next_step[0], make_state(next_step[0]), {"position": next_step[0]})
+      next_step[0] += 1
+    writer.wait()
+    reader._manager.restore = real  # pylint: disable=protected-access
+    return real(*args, **kwargs)
+  reader._manager.restore = rotating_restore  # pylint: disable=protected-access
+  with caplog.at_level("WARNING"):
+    step, state, data_state = reader.restore(target(), fallback=False)
+  assert step == 5 and data_state == {"position": 5} and int(state["step"]) == 5
+  assert "checkpoints/3 was removed while it was read" in caplog.text and "reading the newest, step 5" in caplog.text
+  assert "corrupt" not in caplog.text and "damaged" not in caplog.text
+  reader.reload()
+  reader._manager.restore = rotating_restore  # pylint: disable=protected-access
+  with pytest.raises(checkpoint.CheckpointError, match=r"checkpoints/4 was removed while it was read \(a trainer "
+                     r"running in this workdir keeps only its newest checkpoints\); available now: 6, 7"):
+    reader.restore(target(), step=4)
+  reader.close()
+  writer.close()
