@@ -9,6 +9,10 @@ length, latest step, no overrides) writes WORKDIR/eval.json, which a later evalu
 and refuses to replace an existing file unless --overwrite. --position_loss writes position_loss<same
 suffix>.json beside it.
 
+--config.x=v overrides apply to the saved config; one that changes the trained model (model.* but chunk_size,
+data.tokenizer, data.vocab_size, seed) is refused with one line; eval.*, mesh.*, the other data.* fields and
+model.chunk_size are legal (MODEL_FIELDS below). A workdir with checkpoints but no config.json is refused.
+
 eval.json: step, split, eval_loss (nats/token over weighted positions), perplexity, bits_per_byte (text) or
 accuracy (synthetic: argmax on the weighted positions), num_params, state_size (floats per sequence at
 eval_seq_len), eval_seq_len, eval_tokens, eval_batches, and from training: tokens_per_sec (median over the
@@ -91,20 +95,25 @@ def restore(workdir: str, step: Optional[int] = None,
   try:
     try:
       config = config_lib.load_saved(workdir)
-    except ValueError as e:  # (FileNotFoundError is an OSError: reported as is)
+    except FileNotFoundError as e:
+      raise validation.ConfigError(f"{workdir} holds checkpoints but no config.json (the config they were trained "
+                                   "with): restore it; not evaluated") from e
+    except ValueError as e:
       raise validation.ConfigError(str(e)) from e
     if config_overrides:
+      saved = config
       try:
         config = config_lib.apply_overrides(config, config_overrides)
       except ValueError as e:
         raise validation.ConfigError(str(e)) from e
+      _check_overrides(saved, config)
     info = validation.check_config(config) if need_data else _saved_info(config, workdir)
     mesh = sharding.make_mesh()
     static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
     latest = ckpt.latest_step()
-    try:  # the latest step unless told which: a damaged latest is refused, not replaced by an older one
-      step, state, _ = ckpt.restore(checkpoint.abstract_like(abstract, shardings),
-                                    step=latest if step is None else step)
+    try:  # the latest step unless told which: a damaged latest is refused, not replaced by an older one (one
+      # rotated away by a trainer running there meanwhile is replaced by the newest)
+      step, state, _ = ckpt.restore(checkpoint.abstract_like(abstract, shardings), step=step, fallback=False)
     except checkpoint.CheckpointError as e:
       older = [s for s in ckpt.all_steps() if s != (latest if step is None else step)]
       hint = (f"; not evaluated: pick another with --step (available: {', '.join(map(str, older))})" if older
@@ -113,6 +122,25 @@ def restore(workdir: str, step: Optional[int] = None,
   finally:
     ckpt.close()
   return Restored(config, info, static, step, state)
+
+
+# Overrides that would evaluate another model than the one trained (refused when they differ from config.json).
+# Legal at evaluation: eval.* (seq_len, batch_size, max_batches), data.* but these (e.g. data.path on another
+# corpus, data.data_dir), mesh.*, and model.chunk_size (the chunkwise form's block size: the same model).
+MODEL_FIELDS = ("model.", "data.tokenizer", "data.vocab_size", "seed")
+EVAL_LEGAL_MODEL_FIELDS = ("model.chunk_size",)
+
+
+def _check_overrides(saved: ml_collections.ConfigDict, config: ml_collections.ConfigDict) -> None:
+  bad = [k for k in config_lib.diff(saved, config)
+         if k.startswith(MODEL_FIELDS) and k not in EVAL_LEGAL_MODEL_FIELDS]
+  if bad:
+    flat_saved, flat_new = (config_lib.flatten(config_lib.to_dict(c)) for c in (saved, config))
+    also = f" (also {', '.join(bad[1:])})" if bad[1:] else ""
+    raise validation.ConfigError(
+        f"--config.{bad[0]}={flat_new.get(bad[0])!r} differs from the trained model's {flat_saved.get(bad[0])!r} "
+        f"(config.json){also}: that would evaluate another model; overrides allowed at evaluation: eval.*, "
+        "mesh.*, data.* (not data.tokenizer, data.vocab_size), model.chunk_size")
 
 
 def _saved_info(config: ml_collections.ConfigDict, workdir: str):

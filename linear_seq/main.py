@@ -1,12 +1,16 @@
 """Trains a model from a config file; resumes from the workdir's latest checkpoint automatically.
 
 Config errors (also an evaluation that cannot run), checkpoint errors, a workdir in use by another run or with
-progress but no checkpoint, and a non-finite loss exit 1 with one line (--verbose adds the traceback).
+progress but no checkpoint, a non-finite loss, and a stop on SIGTERM / SIGHUP / SIGINT (after saving a
+checkpoint; a second signal during that save abandons it) exit 1 with one line (--verbose adds the traceback).
 --restart trains from step 0 on purpose (removes the workdir's checkpoints and metrics first).
 
   python -m linear_seq.main --config=configs/default.py[:mixer=gla,tiny=True] --workdir=runs/default \
       [--config.model.mixer=retention --config.train.num_steps=100 ...]
 """
+import os
+import sys
+
 from absl import app
 from absl import flags
 from absl import logging
@@ -55,9 +59,14 @@ def main(argv):
                                         FLAGS.distributed_timeout)
   cli.load_config_flag()  # a config file that does not load: one line
   with cli.one_line_errors(validation.ConfigError, FloatingPointError, checkpoint.CheckpointError,
-                           workdir_lib.WorkdirError):
+                           workdir_lib.WorkdirError, train.Preempted):
     config = _config()
-    final = train.train_and_evaluate(config, FLAGS.workdir, restart=FLAGS.restart)
+    try:
+      final = train.train_and_evaluate(config, FLAGS.workdir, restart=FLAGS.restart)
+    except train.SaveAborted as e:  # the lock is released; exit without waiting for the abandoned save
+      sys.stderr.write(f"error: {e}; the previous checkpoint is kept\n")
+      sys.stderr.flush()
+      os._exit(1)  # pylint: disable=protected-access
   logging.info("done: %s", final)
 
 

@@ -6,6 +6,10 @@ eval/loss, eval/bits_per_byte, eval/accuracy. Every line also goes to the log (w
 it) as `step 50/400 (12%, ETA 1m05s): train_loss=...`; the ETA is measured from the end of the first step,
 so compilation is not in it.
 
+TensorBoard events are written on a thread of their own behind a bounded queue, so a TensorBoard writer that
+dies or hangs (tensorboardX's worker thread killed, e.g. by a wall-clock step back) costs its events, with one
+warning, never a training step; a failing metrics.jsonl write (e.g. a full disk) is warned about once.
+
 metrics.jsonl holds one JSON object per line: train lines {step, train_loss, learning_rate, tokens_per_sec, ...}
 and eval lines {step, eval_loss, eval_accuracy?, ...}. On resume from step S the lines with step > S are dropped
 first, so the file reads as one uninterrupted run (the trainer holds the workdir's lock, so no other writer
@@ -15,7 +19,9 @@ import json
 import logging as pylogging
 import math
 import os
+import queue
 import sys
+import threading
 import time
 from typing import Mapping, Optional
 
@@ -101,6 +107,60 @@ def _clean(value):
   return value if math.isfinite(value) else str(value)
 
 
+class _BackgroundTensorBoard:
+  """tensorboardX's SummaryWriter driven from one daemon thread through a bounded queue: add_scalar never
+  blocks; when the writer has died or is stuck, events are dropped with one warning (metrics.jsonl has them)."""
+
+  def __init__(self, logdir: str, purge_step: Optional[int], max_pending: int = 10_000):
+    self._queue: queue.Queue = queue.Queue(max_pending)
+    self._error: Optional[str] = None
+    self._worker: Optional[threading.Thread] = None  # tensorboardX's own writer thread
+    self._warned = False
+    self._thread = threading.Thread(target=self._run, args=(logdir, purge_step), daemon=True, name="tensorboard")
+    self._thread.start()
+
+  def _run(self, logdir: str, purge_step: Optional[int]) -> None:
+    try:
+      import tensorboardX  # pylint: disable=g-import-not-at-top  (slow import, only where metrics are written)
+      writer = tensorboardX.SummaryWriter(logdir=logdir, purge_step=purge_step)
+      self._worker = getattr(getattr(writer.file_writer, "event_writer", None), "_worker", None)
+      while (item := self._queue.get()) is not None:
+        if self._dead():  # (tensorboardX's queue would block once full)
+          return
+        writer.add_scalar(*item)
+      writer.close()
+    except Exception as e:  # pylint: disable=broad-except  (whatever killed the writer: reported once)
+      self._error = f"{type(e).__name__}: {e}"
+
+  def _dead(self) -> bool:
+    if self._error is None and self._worker is not None and not self._worker.is_alive():
+      self._error = "tensorboardX's worker thread died"
+    return self._error is not None or not self._thread.is_alive()
+
+  def _drop(self, why: str) -> None:
+    if not self._warned:
+      self._warned = True
+      logging.warning("TensorBoard writer %s: its events are dropped from now on (metrics.jsonl has them)", why)
+
+  def add_scalar(self, tag: str, value: float, step: int) -> None:
+    if self._dead():
+      self._drop(f"stopped at step {step} ({self._error or 'its thread died'})")
+      return
+    try:
+      self._queue.put_nowait((tag, value, step))
+    except queue.Full:
+      self._drop(f"is stuck at step {step} ({self._queue.maxsize} events pending)")
+
+  def close(self, timeout: float = 30.0) -> None:
+    try:
+      self._queue.put_nowait(None)
+    except queue.Full:
+      pass
+    self._thread.join(1.0 if self._dead() else timeout)
+    if self._thread.is_alive() or self._dead() and self._error is not None:
+      self._drop(f"stopped at the end ({self._error or 'stuck'})")
+
+
 class MetricsWriter:
   """Writes metrics of one process (use `enabled=False` on non-primary hosts)."""
 
@@ -118,9 +178,9 @@ class MetricsWriter:
     if dropped:
       logging.info("dropped %d metrics lines past the restored step %d", dropped, start_step)
     self._file = open(self.path, "a")
-    import tensorboardX  # pylint: disable=g-import-not-at-top  (slow import, only where metrics are written)
-    self._tb = tensorboardX.SummaryWriter(logdir=os.path.join(workdir, TENSORBOARD_DIR),
-                                          purge_step=start_step + 1 if start_step else None)
+    self._file_error_warned = False
+    self._tb = _BackgroundTensorBoard(os.path.join(workdir, TENSORBOARD_DIR),
+                                      purge_step=start_step + 1 if start_step else None)
     if progress is None:
       progress = sys.stderr.isatty()
     if progress and total_steps:
@@ -132,8 +192,13 @@ class MetricsWriter:
     if not self.enabled:
       return
     record = {"step": int(step), **{k: _clean(v) for k, v in metrics.items()}}
-    self._file.write(json.dumps(record) + "\n")
-    self._file.flush()
+    try:
+      self._file.write(json.dumps(record) + "\n")
+      self._file.flush()
+    except OSError as e:  # e.g. a full disk: training goes on (its checkpoint save reports the disk)
+      if not self._file_error_warned:
+        self._file_error_warned = True
+        logging.warning("cannot write %s at step %d (%s): metrics lines are being lost", self.path, step, e)
     is_eval = any(k.startswith("eval") for k in metrics)
     for key, value in metrics.items():
       if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -167,7 +232,10 @@ class MetricsWriter:
 
   def close(self) -> None:
     if self._file is not None:
-      self._file.close()
+      try:
+        self._file.close()
+      except OSError:
+        pass
       self._tb.close()
       self._file = None
     if self._bar is not None:

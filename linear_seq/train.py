@@ -6,8 +6,18 @@ gives the same losses as 2N steps straight. One run at a time holds the workdir 
 with progress but no restorable checkpoint is refused unless restart=True; an evaluation interrupted after
 its step's checkpoint is run on resume. A non-finite loss or gradient norm stops the run naming the step;
 nothing after the last finite step is saved. An evaluation that cannot run raises validation.ConfigError.
+
+Preemption: SIGTERM, SIGHUP or SIGINT (in the main thread) lets the current step finish, saves its checkpoint
+and waits for the commit, writes a metrics line {step, stopped: SIGTERM}, releases the lock and raises
+Preempted (the entry point's one line; a rerun resumes). A second signal while that checkpoint is being saved
+raises SaveAborted (the save is abandoned uncommitted; the previous checkpoint stays). The handlers only set a
+flag, so no signal interrupts a library mid-call (a Ctrl-C inside tensorboardX's queue used to hang the exit).
+With several processes, a signal on any of them stops all at the same step (one all-gather of a flag per step).
 """
 import contextlib
+import os
+import signal
+import threading
 import time
 from typing import Any, Optional
 
@@ -36,6 +46,57 @@ _INCOMPATIBLE = ("model.", "seed", "data.dataset", "data.path", "data.vocab_size
                  "data.text_column")
 
 
+class Preempted(RuntimeError):
+  """Training stopped on a signal after saving (and committing) the checkpoint of the step it finished."""
+
+
+class SaveAborted(BaseException):  # (BaseException, as KeyboardInterrupt: no library's `except Exception` eats it)
+  """A second signal arrived while the preemption checkpoint was being saved: the save was abandoned."""
+
+
+class _Signals:
+  """SIGTERM / SIGHUP / SIGINT handlers for one training run (installed only in the main thread; the previous
+  handlers are restored on exit). The first signal sets `name`; a second one raises SaveAborted while `saving`."""
+
+  SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+  def __init__(self):
+    self.name: Optional[str] = None
+    self.saving = False
+    self._previous = {}
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      for sig in self.SIGNALS:
+        self._previous[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def __exit__(self, *exc):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+
+  def _handle(self, signum, frame):  # pylint: disable=unused-argument
+    name = signal.Signals(signum).name
+    if self.name is None:
+      self.name = name
+      # (os.write: a signal handler must not take the logging lock the interrupted code may hold)
+      os.write(2, f"{name} received: stopping after this step with a checkpoint ({name} again during that "
+                  "save abandons it)\n".encode())
+    elif self.saving:
+      raise SaveAborted(f"{name} received again while saving the checkpoint: the save was abandoned")
+    else:
+      os.write(2, f"{name} received again: already stopping\n".encode())
+
+  def requested(self) -> Optional[str]:
+    """The signal's name if this process (or, with several, any process) received one."""
+    if jax.process_count() == 1:
+      return self.name
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    if int(np.max(multihost_utils.process_allgather(np.int32(self.name is not None)))):
+      return self.name or "a signal on another process"
+    return None
+
+
 def make_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
   """The data × seq mesh of config.mesh (1-D 'data' over every device by default), with its checks: T splits
   over seq, and S4 (whose FFT form is not sequence-local) refuses mesh.seq > 1."""
@@ -58,8 +119,9 @@ def make_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
 def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
   try:
     saved = config_lib.load_saved(workdir)
-  except FileNotFoundError:
-    return
+  except FileNotFoundError as e:  # (called only when the workdir holds checkpoints)
+    raise validation.ConfigError(f"{workdir} holds checkpoints but no config.json (the config they were trained "
+                                 "with): restore it, or start over with --restart") from e
   except (ValueError, OSError) as e:  # invalid JSON, unreadable
     raise validation.ConfigError(f"cannot read the config this run was trained with: {e}; restore config.json, "
                                  "or start over with --restart") from e
@@ -86,12 +148,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, resta
   (bits_per_byte | eval_accuracy), num_params, ...}. Holds the workdir's lock throughout (WorkdirError at once
   if another run holds it)."""
   with contextlib.ExitStack() as stack:
+    signals = stack.enter_context(_Signals())
     if jax.process_index() == 0:
       stack.enter_context(workdir_lib.lock(workdir))
-    return _train_and_evaluate(config, workdir, restart=restart)
+    return _train_and_evaluate(config, workdir, restart=restart, signals=signals)
 
 
-def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, restart: bool) -> dict[str, Any]:
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, restart: bool,
+                        signals: _Signals) -> dict[str, Any]:
   info = validation.check_config(config)
   mesh = make_mesh(config)
   sharding.check_batch_size(int(config.data.batch_size), mesh)
@@ -147,6 +211,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
   last_log_step, last_log_time, paused = start, t0, 0.0  # paused: eval/checkpoint seconds in the interval
   last_good = ckpt.latest_step()
   profiler = profiling.Profiler(config.train.get("profile_steps", ""), workdir)
+  aborted = False
   try:
     if start and (start % config.train.eval_every == 0 or start == num_steps) and not _evaluated(workdir, start):
       logging.info("step %d was checkpointed but not evaluated (interrupted): evaluating it now", start)
@@ -164,10 +229,12 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
       profiler.after(step, out)
       pending.append((step, out["loss"], out["grad_norm"]))
       writer.advance(step)
+      ckpt.check()  # a failed background save (e.g. a full disk) stops the run now, naming its step
       is_last = step == num_steps
+      stop = None if is_last else signals.requested()  # (the last step: the run ends normally anyway)
       log = step % config.train.log_every == 0 or is_last
-      do_eval = step % config.train.eval_every == 0 or is_last
-      save = step % config.train.checkpoint_every == 0 or is_last
+      do_eval = (step % config.train.eval_every == 0 or is_last) and not stop
+      save = step % config.train.checkpoint_every == 0 or is_last or bool(stop)
       if not (log or do_eval or save):
         continue
       interval += _check_finite(pending, last_good, ckpt.directory)
@@ -185,17 +252,29 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
         interval, last_log_step, last_log_time, paused = [], step, now, 0.0
       tic = time.perf_counter()
       if save:  # before the evaluation, so a failing evaluation cannot lose the steps since the last save
+        signals.saving = bool(stop)
         ckpt.save(step, state, train_it.get_state())
+        if stop:
+          ckpt.wait()  # committed (with its manifest) before we say so
+        signals.saving = False
         last_good = step
+      if stop:
+        writer.write(step, {"stopped": stop})
+        raise Preempted(f"stopped by {stop} after step {step}: its checkpoint is saved in "
+                        f"{os.path.join(ckpt.directory, str(step))}; rerun the same command to resume")
       if do_eval:
         line = _eval_line(state, static, config, info, step)
         writer.write(step, line)
         final.update(line)
       paused += time.perf_counter() - tic  # evaluation and saving are not training throughput
+  except SaveAborted:
+    aborted = True
+    raise
   finally:
     profiler.close()
     writer.close()
-    ckpt.close()
+    if not aborted:  # (ckpt.close() would wait for the abandoned save)
+      ckpt.close()
   if start >= num_steps:
     logging.info("%s is already trained to step %d (train.num_steps=%d)", workdir, start, num_steps)
     final.update(_last_logged(workdir))

@@ -9,8 +9,9 @@
   but no restorable checkpoint, unless asked to (`restart(workdir)`, `python -m linear_seq.main --restart`).
   A run killed before its first checkpoint committed is not progress (nothing restorable was lost: its metrics
   lines are written again, identically); neither is config.json alone (written before step 1).
-* `check_corpus(workdir, fingerprint)`: the data fingerprint (e.g. local_text's folder fingerprint) is saved
-  in WORKDIR/corpus.json when a run starts; resuming on a corpus whose fingerprint changed is refused.
+* `check_corpus(workdir, fingerprint)`: the data fingerprint (e.g. local_text's folder fingerprint, by content)
+  is saved in WORKDIR/corpus.json when a run starts; resuming on a corpus whose fingerprint changed is refused.
+  A corpus.json of the older size+mtime rule (no "rule" field) is recorded again by content, unchecked once.
 """
 import contextlib
 import errno
@@ -26,6 +27,7 @@ from absl import logging
 LOCK_FILE = ".lock"
 CORPUS_FILE = "corpus.json"
 CHECKPOINTED_FILE = "checkpointed.json"
+CORPUS_RULE = "content sha256"  # corpus.json's "rule": how its fingerprint was made (absent: size + mtime)
 # What a restart removes (the run's outputs; anything else in the workdir, e.g. a sweep's log.txt, stays).
 RUN_OUTPUTS = ("checkpoints", "metrics.jsonl", "tensorboard", "eval.json", "position_loss.json", "config.json",
                CORPUS_FILE, CHECKPOINTED_FILE)
@@ -153,17 +155,22 @@ def check_corpus(workdir: str, fingerprint: Optional[str], description: str, *, 
   if resuming and os.path.exists(path):
     try:
       with open(path) as f:
-        saved = json.load(f).get("fingerprint")
+        record = json.load(f)
+      saved = record.get("fingerprint")
     except (OSError, ValueError, AttributeError) as e:
       raise WorkdirError(f"{path} is unreadable ({e}); restore it or start over with --restart") from None
+    if saved is not None and record.get("rule") != CORPUS_RULE:
+      logging.warning("%s was recorded by the older size+mtime rule: recorded again by content (not checked this "
+                      "time)", path)
+      saved = None
   if saved is not None and saved != fingerprint:
     raise WorkdirError(f"the corpus {description} changed since this run started (fingerprint {saved[:16]}, now "
-                       f"{fingerprint[:16]}: a file was edited, added, removed or touched); resuming would reuse "
+                       f"{fingerprint[:16]}: a file was edited, added, removed or renamed); resuming would reuse "
                        "the old data iterator on other data: restore the files, or train in a new --workdir")
   if saved is None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-      json.dump({"fingerprint": fingerprint, "corpus": description}, f)
+      json.dump({"fingerprint": fingerprint, "corpus": description, "rule": CORPUS_RULE}, f)
       f.write("\n")
     os.replace(tmp, path)
 

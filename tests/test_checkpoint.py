@@ -75,7 +75,7 @@ def test_without_manifest_orbax_errors_still_fall_back(saved, caplog):
   os.remove(os.path.join(workdir, "checkpoints", "3", "manifest.json"))
   for f in glob.glob(os.path.join(workdir, "checkpoints", "3", "state", "**", "d", "*"), recursive=True):
     open(f, "w").close()
-  with pytest.raises(checkpoint.CheckpointError, match=r"checkpoints/3 is corrupt or unreadable: \w+: [^<]*$"):
+  with pytest.raises(checkpoint.CheckpointError, match=r"checkpoints/3 is unreadable \(it has no manifest to check its files\): \w+: [^<]*$"):
     ckpt.restore(target(), step=3)
   assert ckpt.restore(target())[0] == 2
   ckpt.close()
@@ -118,3 +118,102 @@ def test_all_corrupt_or_missing(saved, tmp_path):
     checkpoint.Checkpointer(str(tmp_path / "empty"), read_only=True)
   with pytest.raises(checkpoint.CheckpointError, match="no checkpoints in"):
     checkpoint.Checkpointer(str(tmp_path / "empty2")).restore(target())
+
+
+def test_a_renamed_folder_is_damaged_not_that_step(saved, caplog):
+  """checkpoints/3 renamed to 5: not restored as step 5 (the state's own step is 3); the trainer's restore falls
+  back to step 2 and moves 5 aside."""
+  workdir, ckpt = saved
+  os.rename(os.path.join(workdir, "checkpoints", "3"), os.path.join(workdir, "checkpoints", "5"))
+  ckpt.reload()
+  with pytest.raises(checkpoint.CheckpointError, match=r"step 5 is damaged: .*checkpoints/5 holds the state of "
+                     r"step 3, not 5 \(the folder was renamed or copied\)"):
+    ckpt.restore(target(), step=5)
+  with caplog.at_level("WARNING"):
+    assert ckpt.restore(target(), quarantine=True)[0] == 2
+  assert ckpt.all_steps() == [2] and os.path.isdir(os.path.join(workdir, "checkpoints", "5.corrupt"))
+  ckpt.close()
+
+
+def test_the_manifest_is_written_before_the_commit(tmp_path, monkeypatch):
+  """Every committed step has its manifest: it is written into orbax's temporary folder, before the rename that
+  makes the step visible (so a kill at any moment leaves either no step or a step with its manifest)."""
+  from linear_seq import integrity  # pylint: disable=g-import-not-at-top
+  real, seen = integrity.write_manifest, []
+  def recording(step_dir):
+    seen.append((os.path.basename(step_dir), os.path.exists(os.path.join(str(tmp_path), "checkpoints", "1"))))
+    return real(step_dir)
+  monkeypatch.setattr(integrity, "write_manifest", recording)
+  ckpt = checkpoint.Checkpointer(str(tmp_path), keep=2)
+  ckpt.save(1, make_state(1), {"position": 1})
+  ckpt.wait()
+  assert len(seen) == 1 and seen[0][0].startswith("1.orbax-checkpoint-tmp") and seen[0][1] is False, seen
+  assert integrity.verify_manifest(os.path.join(str(tmp_path), "checkpoints", "1"))
+  assert open(tmp_path / "checkpointed.json").read().strip() == '{"step": 1}'
+  assert ckpt.restore(target())[0] == 1
+  ckpt.close()
+
+
+def test_a_failed_background_commit_is_one_error_naming_the_step_and_the_free_space(tmp_path, monkeypatch):
+  """ENOSPC while step 2 commits: check() (polled by the trainer every step) raises it, naming step 2, its path
+  and the free space; step 1 is kept; closing does not raise it again."""
+  import errno  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  from linear_seq import integrity  # pylint: disable=g-import-not-at-top
+  ckpt = checkpoint.Checkpointer(str(tmp_path), keep=3)
+  ckpt.save(1, make_state(1), {})
+  ckpt.wait()
+  real = integrity.write_manifest
+  def full(step_dir):
+    if "/2.orbax-checkpoint-tmp" in step_dir:
+      raise OSError(errno.ENOSPC, "No space left on device", step_dir)
+    return real(step_dir)
+  monkeypatch.setattr(integrity, "write_manifest", full)
+  ckpt.save(2, make_state(2), {})
+  with pytest.raises(checkpoint.CheckpointError, match=r"^saving the checkpoint of step 2 to .*checkpoints/2 failed: "
+                     r"no space left on device \([\d.]+ \w+ free there\); the previous checkpoint \(step 1\) is kept"):
+    for _ in range(600):
+      ckpt.check()
+      time.sleep(0.05)
+  ckpt.close()
+  assert ckpt.all_steps() == [1]
+
+
+def test_unknown_extra_files_are_not_damage(saved):
+  """.DS_Store, .nfs* and the like in an intact step: it restores (the manifest's files are what is verified)."""
+  workdir, ckpt = saved
+  step_dir = os.path.join(workdir, "checkpoints", "3")
+  for name in (".DS_Store", os.path.join("state", ".nfs000000000123abcd"), os.path.join("state", "d", "._x")):
+    with open(os.path.join(step_dir, name), "w") as f:
+      f.write("junk")
+  assert ckpt.restore(target(), step=3, quarantine=True)[0] == 3
+  assert ckpt.all_steps() == [2, 3]
+  ckpt.close()
+
+
+def test_a_checkpoint_rotated_away_while_read_is_retried_on_the_newest_not_called_corrupt(saved, caplog):
+  """A reader (evaluate, linear_seq.load) while a trainer saves with keep=2: the step being read vanishes.
+  The latest is retried on the newest one; an explicit step says it was removed; neither says corrupt/damaged."""
+  workdir, writer = saved  # keep=2: steps 2, 3
+  reader = checkpoint.Checkpointer(workdir, read_only=True)
+  real, next_step = reader._manager.restore, [4]  # pylint: disable=protected-access
+  def rotating_restore(*args, **kwargs):  # the trainer saves two more steps while the reader reads
+    for _ in range(2):
+      writer.save(next_step[0], make_state(next_step[0]), {"position": next_step[0]})
+      next_step[0] += 1
+    writer.wait()
+    reader._manager.restore = real  # pylint: disable=protected-access
+    return real(*args, **kwargs)
+  reader._manager.restore = rotating_restore  # pylint: disable=protected-access
+  with caplog.at_level("WARNING"):
+    step, state, data_state = reader.restore(target(), fallback=False)
+  assert step == 5 and data_state == {"position": 5} and int(state["step"]) == 5
+  assert "checkpoints/3 was removed while it was read" in caplog.text and "reading the newest, step 5" in caplog.text
+  assert "corrupt" not in caplog.text and "damaged" not in caplog.text
+  reader.reload()
+  reader._manager.restore = rotating_restore  # pylint: disable=protected-access
+  with pytest.raises(checkpoint.CheckpointError, match=r"checkpoints/4 was removed while it was read \(a trainer "
+                     r"running in this workdir keeps only its newest checkpoints\); available now: 6, 7"):
+    reader.restore(target(), step=4)
+  reader.close()
+  writer.close()

@@ -19,6 +19,7 @@ import pytest
 
 from linear_seq import checkpoint
 from linear_seq import evaluate
+from linear_seq import integrity
 from linear_seq import metrics
 from linear_seq import train
 from linear_seq import validation
@@ -246,8 +247,8 @@ def test_binary_corpus_warns_empty_corpus_is_refused(tmp_path, caplog):
     local_text.check_folder(str(empty))
 
 
-def finish(proc):
-  _, err = proc.communicate(timeout=600)
+def finish(proc, timeout=600):
+  _, err = proc.communicate(timeout=timeout)
   return proc.returncode, err
 
 
@@ -296,3 +297,168 @@ def test_partial_last_metrics_line_is_skipped(straight, tmp_path, caplog):
   with caplog.at_level("WARNING"):
     assert evaluate.evaluate(workdir)["step"] == 4
   assert "skipped 1 unparsable line(s) (line 7" in caplog.text
+
+
+def test_checkpoints_without_config_json_and_model_overrides_at_evaluation_are_refused(straight, tmp_path):
+  """config.json deleted: training (even with a changed non-shape model field) and evaluation refuse the workdir;
+  an evaluation override that changes the trained model is refused, eval.* is legal."""
+  with pytest.raises(validation.ConfigError, match=r"--config.model.gate_temperature=2.0 differs from the trained "
+                     r"model's 16.0 \(config.json\): that would evaluate another model"):
+    evaluate.restore(straight, config_overrides={"model.gate_temperature": "2.0"})
+  with pytest.raises(validation.ConfigError, match=r"model.mixer='linear' differs .* \(also model.num_layers\)"):
+    evaluate.restore(straight, config_overrides={"model.num_layers": "3", "model.mixer": "linear"})
+  assert evaluate.restore(straight, config_overrides={"eval.seq_len": "32", "model.chunk_size": "4"}).step == 4
+  workdir = copy(straight, tmp_path)
+  os.remove(os.path.join(workdir, "config.json"))
+  before = open(os.path.join(workdir, metrics.METRICS_FILE)).read()
+  with pytest.raises(validation.ConfigError, match=r"holds checkpoints but no config.json .*: restore it, or start "
+                     "over with --restart"):
+    train.train_and_evaluate(mqar(**{"model.gate_temperature": 4.0}), workdir)
+  with pytest.raises(validation.ConfigError, match=r"holds checkpoints but no config.json .*: restore it"):
+    evaluate.restore(workdir)
+  assert open(os.path.join(workdir, metrics.METRICS_FILE)).read() == before
+  assert not os.path.exists(os.path.join(workdir, "config.json"))
+
+
+def test_corpus_fingerprint_is_by_content(tmp_path, caplog):
+  """An edit that keeps the size and the mtime (rsync -a, cp -p) changes the fingerprint; touching does not.
+  A corpus.json of the older size+mtime rule is recorded again (by content) instead of refusing the resume."""
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  (corpus / "a.txt").write_text("To be, or not to be\n" * 50)
+  before = local_text.fingerprint(str(corpus))
+  st = os.stat(corpus / "a.txt")
+  (corpus / "a.txt").write_text("To be, or NOT to be\n" * 50)
+  os.utime(corpus / "a.txt", ns=(st.st_atime_ns, st.st_mtime_ns))
+  assert os.stat(corpus / "a.txt").st_size == st.st_size and local_text.fingerprint(str(corpus)) != before
+  edited = local_text.fingerprint(str(corpus))
+  os.utime(corpus / "a.txt")
+  assert local_text.fingerprint(str(corpus)) == edited
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  (workdir / workdir_lib.CORPUS_FILE).write_text('{"fingerprint": "0123", "corpus": "x"}\n')  # the older rule
+  with caplog.at_level("WARNING"):
+    workdir_lib.check_corpus(str(workdir), edited, "x", resuming=True)
+  assert "older size+mtime rule" in caplog.text
+  workdir_lib.check_corpus(str(workdir), edited, "x", resuming=True)
+  with pytest.raises(workdir_lib.WorkdirError, match="changed since this run started"):
+    workdir_lib.check_corpus(str(workdir), before, "x", resuming=True)
+
+
+def signal_at_step(monkeypatch, step, signum=signal.SIGTERM):
+  """Sends `signum` to this process just before step `step` is dispatched (from inside the training loop)."""
+  real, calls = train.validation.check_loss_positions, []
+  def check(*args):
+    calls.append(1)
+    if len(calls) == step:
+      os.kill(os.getpid(), signum)
+    return real(*args)
+  monkeypatch.setattr(train.validation, "check_loss_positions", check)
+
+
+def no_stop_lines(workdir):
+  return [r for r in metrics.read_metrics(workdir) if "stopped" not in r]
+
+
+def test_sigterm_finishes_the_step_saves_and_the_rerun_is_the_same_run(straight, tmp_path, monkeypatch):
+  workdir = str(tmp_path / "run")
+  signal_at_step(monkeypatch, 3)
+  with pytest.raises(train.Preempted, match=r"stopped by SIGTERM after step 3: its checkpoint is saved in "
+                     r".*checkpoints/3; rerun the same command to resume"):
+    train.train_and_evaluate(mqar(), workdir)
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2", "3"]
+  assert metrics.read_metrics(workdir)[-1] == {"step": 3, "stopped": "SIGTERM"}
+  assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are restored
+  monkeypatch.undo()
+  assert train.train_and_evaluate(mqar(), workdir)["step"] == 4  # the lock was released
+  assert strip(no_stop_lines(workdir)) == strip(metrics.read_metrics(straight))
+  for a, b in zip(params_at(workdir, 4), params_at(straight, 4)):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_a_second_signal_during_the_save_abandons_it_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+  workdir = str(tmp_path / "run")
+  signal_at_step(monkeypatch, 3, signal.SIGINT)
+  real_save = checkpoint.Checkpointer.save
+  def save(self, step, *args):
+    if step == 3:
+      os.kill(os.getpid(), signal.SIGINT)  # the second signal arrives inside the preemption save
+    return real_save(self, step, *args)
+  monkeypatch.setattr(checkpoint.Checkpointer, "save", save)
+  with pytest.raises(train.SaveAborted, match="SIGINT received again while saving the checkpoint"):
+    train.train_and_evaluate(mqar(), workdir)
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2"]
+  assert integrity.verify_manifest(os.path.join(workdir, "checkpoints", "2"))
+  with workdir_lib.lock(workdir):  # released
+    pass
+
+
+LONG_RUN = {"train.num_steps": 100, "train.checkpoint_every": 50, "train.eval_every": 100}
+
+
+def long_run_args(workdir):
+  return ["--config=configs/mqar.py:tiny=True", f"--workdir={workdir}", "--config.train.log_every=1",
+          *(f"--config.{k}={v}" for k, v in LONG_RUN.items())]
+
+
+def wait_for_step(proc, workdir, step, timeout=300):
+  t0 = time.time()
+  while proc.poll() is None and time.time() - t0 < timeout:
+    if any(r["step"] >= step for r in metrics.read_metrics(workdir, quiet=True)):
+      return True
+    time.sleep(0.02)
+  return False
+
+
+# The trainer with a full disk from the commit of step 8's checkpoint on (ENOSPC injected where the commit writes).
+DISK_FULL_AT_STEP_8 = """
+import errno, sys
+from absl import app
+from linear_seq import cli, integrity, main
+real = integrity.write_manifest
+def write_manifest(step_dir):
+  if "/8.orbax-checkpoint-tmp" in step_dir:
+    raise OSError(errno.ENOSPC, "No space left on device", step_dir)
+  return real(step_dir)
+integrity.write_manifest = write_manifest
+app.run(main.main, flags_parser=cli.parse_flags)
+"""
+
+
+def test_real_signals_and_a_full_disk_stop_with_one_line(tmp_path):
+  """Real subprocesses (started together): SIGTERM mid-run -> the step's checkpoint, a metrics line, the lock
+  released, exit 1 with one line; SIGINT twice in a row -> no hang, no traceback, every checkpoint intact;
+  ENOSPC at step 8's save (a checkpoint every 4) -> one line naming step 8, its path and the free space, as
+  soon as its background commit fails (at the latest at the next save, which is not made); step 4 kept."""
+  term, twice, full = str(tmp_path / "term"), str(tmp_path / "twice"), str(tmp_path / "full")
+  env = {**cli_env(), "JAX_DEFAULT_MATMUL_PRECISION": "highest"}
+  disk_full = subprocess.Popen([sys.executable, "-c", DISK_FULL_AT_STEP_8, *long_run_args(full),
+                                "--config.train.checkpoint_every=4"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+  procs = {term: start("main", *long_run_args(term)), twice: start("main", *long_run_args(twice))}
+  for workdir, proc in procs.items():
+    assert wait_for_step(proc, workdir, 3), proc.communicate()[1][-3000:]
+  procs[term].send_signal(signal.SIGTERM)
+  procs[twice].send_signal(signal.SIGINT)
+  time.sleep(0.05)
+  procs[twice].send_signal(signal.SIGINT)
+  (code, err), (code2, err2) = (finish(procs[term], timeout=120), finish(procs[twice], timeout=120))
+  last = metrics.read_metrics(term)[-1]
+  assert last["stopped"] == "SIGTERM" and 3 <= last["step"] < 100
+  assert_one_line(code, err, f"stopped by SIGTERM after step {last['step']}: its checkpoint is saved in")
+  assert sorted(os.listdir(os.path.join(term, "checkpoints")), key=int)[-1] == str(last["step"])
+  assert integrity.verify_manifest(os.path.join(term, "checkpoints", str(last["step"])))
+  assert code2 == 1 and "Traceback" not in err2 and len([l for l in err2.splitlines() if l.startswith("error: ")]) == 1
+  committed = [n for n in os.listdir(os.path.join(twice, "checkpoints")) if n.isdigit()]  # (not an abandoned tmp)
+  for name in committed:
+    assert integrity.verify_manifest(os.path.join(twice, "checkpoints", name)), name
+  code, err = finish(disk_full, timeout=300)
+  assert_one_line(code, err, f"saving the checkpoint of step 8 to {full}/checkpoints/8 failed: no space left on "
+                  "device (")
+  assert "free there); the previous checkpoint (step 4) is kept; training stopped" in err
+  assert [n for n in os.listdir(os.path.join(full, "checkpoints")) if n.isdigit()] == ["4"]
+  assert integrity.verify_manifest(os.path.join(full, "checkpoints", "4"))
+  assert max(r["step"] for r in metrics.read_metrics(full)) <= 12  # stopped at the latest at the next save
+  for workdir in (term, twice, full):
+    with workdir_lib.lock(workdir):  # released
+      pass

@@ -2,6 +2,8 @@
 import json
 import os
 
+import pytest
+
 from linear_seq import metrics
 
 
@@ -83,3 +85,27 @@ def test_library_info_logs_are_filtered():
   assert not filters[0].filter(record(pylogging.INFO, "/site-packages/orbax/checkpoint/x.py"))
   assert filters[0].filter(record(pylogging.WARNING, "/site-packages/orbax/checkpoint/x.py"))
   assert filters[0].filter(record(pylogging.INFO, "/work/linear_seq/train.py"))
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # (the killed worker's)
+def test_a_dead_tensorboard_writer_never_blocks(tmp_path, monkeypatch, caplog):
+  """tensorboardX's worker thread dies (e.g. a wall-clock step back): metrics keep flowing to metrics.jsonl,
+  every write returns at once (its queue of 10 would block the 11th put forever), one warning says so."""
+  import threading  # pylint: disable=g-import-not-at-top
+  import tensorboardX.event_file_writer  # pylint: disable=g-import-not-at-top
+  def dies(self):  # as threading.Condition.wait's OverflowError after the clock stepped back
+    raise OverflowError("timeout value is too large")
+  monkeypatch.setattr(tensorboardX.event_file_writer._EventLoggerThread, "run", dies)  # pylint: disable=protected-access
+  writer = metrics.MetricsWriter(str(tmp_path), total_steps=100, progress=False)
+  def write_all():
+    for step in range(1, 101):
+      writer.write(step, {"train_loss": 1.0 / step, "learning_rate": 0.1})
+    writer.close()
+  with caplog.at_level("WARNING"):
+    thread = threading.Thread(target=write_all, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+  assert not thread.is_alive(), "a metrics write blocked"
+  assert [r["step"] for r in metrics.read_metrics(str(tmp_path))] == list(range(1, 101))
+  assert caplog.text.count("TensorBoard writer stopped at") == 1  # (at step N, or at the end: a race)
+  assert "(tensorboardX's worker thread died)" in caplog.text

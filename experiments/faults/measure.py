@@ -16,6 +16,15 @@ uninterrupted reference run. Cases:
   evalkill  SIGKILL inside the final evaluation (after the final checkpoint): the rerun writes that evaluation.
   sigkill   SIGKILL once metrics.jsonl reaches a random step, rerun: bitwise.
   savekill  SIGKILL while a checkpoint is being written (its orbax tmp directory exists), rerun: bitwise.
+Issue 34's cases:
+  sigterm   SIGTERM once metrics.jsonl reaches a random step: held = exit 1 with one line, a metrics line
+            {step: N, stopped: SIGTERM}, checkpoint N committed with its manifest, the lock free; lost = steps
+            the rerun trains again (0 when it resumes at N); the rerun is bitwise (the stop lines left out).
+  sigint2   SIGINT twice 50 ms apart at a random step: held = exit 1 within 120 s, one line, no traceback, every
+            committed checkpoint verifies; the rerun is bitwise.
+  diskfull  ENOSPC injected into step 8's commit (a checkpoint every 4): held = one line naming step 8, its path
+            and the free space, step 4 kept; lost = steps past 4 the run got to before it stopped.
+  extra     a .DS_Store in the final checkpoint, then evaluate: held = evaluated (not called damaged).
 """
 import argparse
 import glob
@@ -43,6 +52,20 @@ def run_eval(state, *args, **kwargs):
   return real(state, *args, **kwargs)
 eval_lib.run_eval = run_eval
 app.run(main.main)
+"""
+
+# ENOSPC in the commit of step 8's checkpoint (raised where the commit writes its manifest).
+DISK_FULL_AT_STEP_8 = """
+import errno
+from absl import app
+from linear_seq import cli, integrity, main
+real = integrity.write_manifest
+def write_manifest(step_dir):
+  if "/8.orbax-checkpoint-tmp" in step_dir:
+    raise OSError(errno.ENOSPC, "No space left on device", step_dir)
+  return real(step_dir)
+integrity.write_manifest = write_manifest
+app.run(main.main, flags_parser=cli.parse_flags)
 """
 
 
@@ -79,7 +102,9 @@ def read_metrics(workdir):
 
 
 def strip(records):
-  return [{k: v for k, v in r.items() if k not in ("tokens_per_sec", "wall_time")} for r in records]
+  """Timings and preemption lines left out (a stop adds {step, stopped} to the run's history)."""
+  return [{k: v for k, v in r.items() if k not in ("tokens_per_sec", "wall_time")} for r in records
+          if "stopped" not in r]
 
 
 def params(workdir):
@@ -239,6 +264,80 @@ def main():
       bitwise += same
       note(case, i, killed_after_metrics_step=where[-1], bitwise=same)
     report(case, tries=a.tries, bitwise=bitwise, killed_after_metrics_step=where, missed_attempts=missed)
+
+  def lock_free(w):
+    import fcntl  # pylint: disable=g-import-not-at-top
+    with open(os.path.join(w, ".lock"), "a") as f:
+      try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+      except OSError:
+        return False
+
+  def committed_verify(w):
+    sys.path.insert(0, REPO)
+    from linear_seq import integrity  # pylint: disable=g-import-not-at-top
+    names = [n for n in os.listdir(os.path.join(w, "checkpoints")) if n.isdigit()]
+    return all(integrity.verify_manifest(os.path.join(w, "checkpoints", n)) for n in names)
+
+  for case in ("sigterm", "sigint2"):
+    if case not in cases:
+      continue
+    held = lost = bitwise = 0
+    for i in range(a.tries):
+      w = os.path.join(a.out, f"{case}{i}")
+      proc = start(w)
+      at = rng.randint(1, 17)  # (a signal after the last step's check ends the run normally)
+      while proc.poll() is None and not any(r["step"] >= at for r in read_metrics(w)):
+        time.sleep(0.002)
+      sig = signal.SIGTERM if case == "sigterm" else signal.SIGINT
+      proc.send_signal(sig)
+      if case == "sigint2":
+        time.sleep(0.05)
+        proc.send_signal(sig)
+      try:
+        _, err = proc.communicate(timeout=120)
+        hung = False
+      except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        hung = True
+      records = read_metrics(w)
+      stop = [r["step"] for r in records if r.get("stopped")]
+      ok = (not hung and proc.returncode == 1 and len(error_lines(err)) == 1 and "Traceback" not in err
+            and lock_free(w) and committed_verify(w))
+      if case == "sigterm":
+        ok = ok and bool(stop) and os.path.isdir(os.path.join(w, "checkpoints", str(stop[-1])))
+      steps = [int(n) for n in os.listdir(os.path.join(w, "checkpoints")) if n.isdigit()]
+      reached = max([r["step"] for r in records] or [0])
+      resumed_at = max(steps or [0])
+      code, _ = run(w)
+      same = code == 0 and same_run(w, ref)
+      held += ok
+      lost += reached - resumed_at
+      bitwise += same
+      note(case, i, signal_at_metrics_step=at, stopped_at=stop, rc=proc.returncode, hung=hung, held=ok,
+           message=error_lines(err)[:1], resumed_at=resumed_at, bitwise=same)
+    report(case, tries=a.tries, held=held, steps_lost=lost, bitwise=bitwise)
+
+  if "diskfull" in cases:
+    w = os.path.join(a.out, "diskfull")
+    code, err = run(w, script=DISK_FULL_AT_STEP_8)
+    lines = error_lines(err)
+    named = len(lines) == 1 and "step 8 to" in lines[0] and "no space left on device (" in lines[0]
+    kept = sorted(int(n) for n in os.listdir(os.path.join(w, "checkpoints")) if n.isdigit())
+    reached = max(r["step"] for r in read_metrics(w))
+    report("diskfull", tries=1, held=int(code == 1 and named and kept == [4] and "Traceback" not in err),
+           steps_lost=reached - 4, stopped_after_metrics_step=reached, message=lines[:1])
+
+  if "extra" in cases:
+    w = os.path.join(a.out, "extra")
+    shutil.copytree(ref, w)
+    open(os.path.join(w, "checkpoints", "20", ".DS_Store"), "w").write("junk")
+    ev = subprocess.run([sys.executable, "-m", "linear_seq.evaluate", f"--workdir={w}", "--overwrite"], cwd=REPO,
+                        env=env(), capture_output=True, text=True)
+    report("extra", tries=1, held=int(ev.returncode == 0 and "damaged" not in ev.stderr
+                                      and '"step": 20' in ev.stdout))
 
   with open(os.path.join(a.out, "results.json"), "w") as f:
     json.dump(results, f, indent=1)

@@ -3,10 +3,11 @@
   --config.data.dataset=local_text --config.data.path=DIR
 
 The prepared data is keyed by a fingerprint of the folder: sha256 over its real path (symlinks resolved, so
-every spelling of one folder gives one fingerprint) and, for every .txt file, its relative path, size and mtime
-(ns). The fingerprint is the builder config name
-(`<data_dir>/local_text/h<16 hex digits>/1.0.0/`), so two folders never share a cache and editing,
-adding, removing or touching a file prepares the data afresh (old folders stay until deleted).
+every spelling of one folder gives one fingerprint) and, for every .txt file, its relative path and the sha256
+of its bytes (by content: an edit that keeps a file's size and mtime, e.g. `rsync -a` or `cp -p`, is seen; the
+folder is read once per run, ~1 s per GB). The fingerprint is the builder config name
+(`<data_dir>/local_text/h<16 hex digits>/1.0.0/`), so two folders never share a cache and editing, adding,
+removing or renaming a file prepares the data afresh (old folders stay until deleted; touching a file does not).
 Splits: see text_files.py (every 10th file by sorted relative path, or the last 5% of a single file).
 """
 import hashlib
@@ -70,11 +71,14 @@ def _warn_if_binary(folder: str, files: list[tuple[str, str]], sample: int = 409
 
 
 def fingerprint(folder: str) -> str:
-  """Hex sha256 of the folder's real path and each .txt file's relative path, size and mtime."""
+  """Hex sha256 of the folder's real path and each .txt file's relative path and content sha256."""
   h = hashlib.sha256(os.path.realpath(folder).encode())
   for rel, path in text_files.list_text_files(folder):
-    st = os.stat(path)
-    h.update(f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    content = hashlib.sha256()
+    with open(path, "rb") as f:
+      while chunk := f.read(1 << 20):
+        content.update(chunk)
+    h.update(f"\0{rel}\0{content.hexdigest()}".encode())
   return h.hexdigest()
 
 
