@@ -46,6 +46,11 @@ SLOW = (
     "tests/studies/test_speed.py::test_tiny_run_writes_table_and_plots",
     "tests/studies/test_speed.py::test_tiny_run_of_the_mixers_with_their_own_short_conv",
     "tests/experiments/test_configs.py::test_lm_study_tiny_sweep_end_to_end",
+    # the full sweeps with the most points (each point's model is built): the tiny sweeps stay fast
+    "tests/experiments/test_configs.py::test_full_sweep_points_are_valid[hybrids:task=mqar]",
+    "tests/experiments/test_configs.py::test_full_sweep_points_are_valid[hybrids:task=lm]",
+    "tests/experiments/test_configs.py::test_full_sweep_points_are_valid[lm:]",
+    "tests/experiments/test_configs.py::test_full_sweep_points_are_valid[mqar/ablation:]",
     "tests/ops/test_recurrence.py::test_float64_recurrent_gradients_check_numerically",
     "tests/ops/test_delta.py::test_float64_recurrent_gradients_check_numerically",
     "tests/ops/test_delta.py::test_grouped_chunk_matches_reference",
@@ -82,6 +87,8 @@ SWEEPS = {
     "tests/ops/test_ssm.py::test_modes_match_float64_loop": ("dense-7-False", "diag-100-True"),
     "tests/ops/test_ssm.py::test_channels_chunk_form_matches_scan_with_resets": (
         "complex-37-8-True-True", "real-16-16-True-False"),
+    "tests/studies/test_sweep.py::test_bad_global_override_fails_before_any_point": (  # a sweep CLI subprocess each
+        "--parallel=0-error: --parallel must be >= 1, got 0",),
     # one case per mixer (all five tests of test_mixers.py run on each kept case)
     "tests/mixers/test_mixers.py": ("softmax-rope", "linear-elu1-qkvconv", "retention-rope", "gla-vector",
                                     "s4-lin-zoh", "deltanet", "mamba2"),
