@@ -7,6 +7,9 @@ import traceback
 from typing import Iterator
 
 from absl import flags
+from ml_collections import config_flags
+
+from linear_seq import config_lib
 
 
 def define_verbose_flag() -> None:
@@ -48,8 +51,6 @@ def one_line_errors(*types: type) -> Iterator[None]:
 def load_config_flag(name: str = "config"):
   """FLAGS.<name> of config_flags.DEFINE_config_file, or one error line if the file does not load (config_flags
   defers the error to the first use of the config)."""
-  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
-
   config = getattr(flags.FLAGS, name)
   try:
     config.keys()
@@ -86,8 +87,6 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 def _override_error(argv: list[str]) -> str | None:
   """config_lib's message for the --config=FILE and --config.x=v arguments in argv (None if they are fine)."""
-  from linear_seq import config_lib  # pylint: disable=g-import-not-at-top
-
   spec = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
   if spec is None and "--config" in argv[:-1]:
     spec = argv[argv.index("--config") + 1]

@@ -24,6 +24,8 @@ from typing import Iterator, Optional
 
 from absl import logging
 
+from linear_seq import metrics as metrics_lib
+
 LOCK_FILE = ".lock"
 CORPUS_FILE = "corpus.json"
 CHECKPOINTED_FILE = "checkpointed.json"
@@ -75,8 +77,6 @@ def lock(workdir: str) -> Iterator[None]:
 def progress(workdir: str) -> list[str]:
   """What in `workdir` shows trained steps: ['metrics.jsonl up to step 60', 'checkpoint directories 2, 4', ...]
   (empty when nothing was trained there)."""
-  from linear_seq import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
-
   found = []
   steps = [r.get("step", 0) for r in metrics_lib.read_metrics(workdir, quiet=True)]
   every = _saved_checkpoint_every(workdir)

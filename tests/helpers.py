@@ -6,6 +6,7 @@ Numerics (fla's metric and gradient checks):
   back through `f`, so every output (all of o and the final state, say) contributes to every gradient.
 Linear-recurrence cases (ops tests): `make_inputs`, `recurrence_cotangents`, `run_recurrence`, the tolerances.
 Environment: `cli_env()` for CLI subprocesses; `default_data_config()`, `write_files()` for data tests.
+Trainer runs (tests/test_train.py, test_faults.py): `tiny(name, **overrides)`, `mqar()`, the short text `TEXT`.
 """
 import functools
 import importlib.util
@@ -14,13 +15,16 @@ from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
+from linear_seq import config_lib
 from linear_seq import ops
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-DEFAULT_CONFIG = os.path.join(REPO, "configs", "default.py")
+CONFIGS = os.path.join(REPO, "configs")
+DEFAULT_CONFIG = os.path.join(CONFIGS, "default.py")
 
 # XLA_FLAGS addition for the whole suite (conftest.py sets it; CLI subprocesses inherit it) and for the
 # subprocesses that set their own XLA_FLAGS (fake-device meshes, 2 processes): programs compiled once and run a
@@ -67,6 +71,21 @@ def write_files(folder, contents: dict) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
   return str(folder)
+
+
+TEXT = ("Now is the winter of our discontent made glorious summer by this sun of York; and all the clouds "
+        "that lour'd upon our house in the deep bosom of the ocean buried.\n")
+
+
+def tiny(name: str, **overrides) -> ml_collections.ConfigDict:
+  """configs/<name>.py:tiny=True with dotted overrides, e.g. tiny('mqar', **{'train.num_steps': 6})."""
+  config = config_lib.load_sibling(os.path.join(CONFIGS, f"{name}.py"), name).get_config("tiny=True")
+  return config_lib.apply_overrides(config, overrides)
+
+
+def mqar(**overrides) -> ml_collections.ConfigDict:
+  """tiny('mqar') logging every step (tests/test_train.py's and test_faults.py's runs share its compiled steps)."""
+  return tiny("mqar", **{"train.log_every": 1, **overrides})
 
 
 def rel_rms(a, b) -> float:

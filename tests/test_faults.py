@@ -1,7 +1,7 @@
 """Fault injection: kills, flipped bits, deleted checkpoints, a second writer, interrupted evaluations, bad input.
 
 Each fault must either be recovered from exactly (bitwise the same run as without it) or refused with one
-clear line; none may pass silently. Tiny configs (tests/test_train.py's mqar(), compiled once per process and
+clear line; none may pass silently. Tiny configs (tests/helpers.py's mqar(), compiled once per process and
 kept in the persistent compilation cache); the command-line cases start their subprocesses together.
 """
 import glob
@@ -26,10 +26,10 @@ from linear_seq import validation
 from linear_seq import workdir as workdir_lib
 from linear_seq.data import local_text
 from tests.helpers import REPO
+from tests.helpers import TEXT
 from tests.helpers import cli_env
-from tests.test_train import TEXT
-from tests.test_train import mqar
-from tests.test_train import tiny
+from tests.helpers import mqar
+from tests.helpers import tiny
 
 # A checkpoint every step (mqar()'s 4 steps, evals at 2 and 4): the same compiled steps as mqar(), so the
 # killed runs' subprocesses load them from the persistent cache instead of compiling another schedule.

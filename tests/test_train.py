@@ -7,7 +7,6 @@ import types
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 
@@ -21,20 +20,9 @@ from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import train
 from linear_seq import validation
-
-CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
-TEXT = ("Now is the winter of our discontent made glorious summer by this sun of York; and all the clouds "
-        "that lour'd upon our house in the deep bosom of the ocean buried.\n")
-
-
-def tiny(name: str, **overrides) -> ml_collections.ConfigDict:
-  """configs/<name>.py:tiny=True with dotted overrides, e.g. tiny('mqar', **{'train.num_steps': 6})."""
-  config = config_lib.load_sibling(os.path.join(CONFIGS, f"{name}.py"), name).get_config("tiny=True")
-  return config_lib.apply_overrides(config, overrides)
-
-
-def mqar(**overrides) -> ml_collections.ConfigDict:
-  return tiny("mqar", **{"train.log_every": 1, **overrides})
+from tests.helpers import TEXT
+from tests.helpers import mqar
+from tests.helpers import tiny
 
 
 def train_lines(workdir):

@@ -42,13 +42,14 @@ from linear_seq import cli  # pylint: disable=wrong-import-position
 from linear_seq import config_lib  # pylint: disable=wrong-import-position
 from linear_seq import eval_lib  # pylint: disable=wrong-import-position
 from linear_seq import evaluate  # pylint: disable=wrong-import-position
+from linear_seq import mixers as mixers_lib  # pylint: disable=wrong-import-position
 from linear_seq import model as model_lib  # pylint: disable=wrong-import-position
 from linear_seq import steps as steps_lib  # pylint: disable=wrong-import-position
 from linear_seq.mixers import attention_impl as attn_impl  # pylint: disable=wrong-import-position
 from linear_seq.studies import common  # pylint: disable=wrong-import-position
 from linear_seq.studies import plots as plots_lib  # pylint: disable=wrong-import-position
 
-MIXERS = ("softmax", "linear", "retention", "gla", "s4")
+MIXERS = tuple(mixers_lib.MIXERS)  # every built-in mixer (the registry when this module is imported)
 LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)  # short lengths locate the crossover
 VOCAB = 260
 _DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "default.py")

@@ -5,6 +5,7 @@ import os
 from absl import flags
 import pytest
 
+from linear_seq import mixers
 from linear_seq.studies import speed
 
 
@@ -40,7 +41,7 @@ def test_tiny_run_writes_table_and_plots(tmp_path):
 
 
 def test_errors(tmp_path):
-  message = "unknown mixer 'lstm'; valid: softmax, linear, retention, gla, s4"
+  message = "unknown mixer 'lstm'; valid: softmax, linear, retention, gla, s4, deltanet, mamba2"
   with pytest.raises(flags.IllegalFlagValueError, match=message):
     parse([f"--workdir={tmp_path}", "--mixers=lstm"])
   with pytest.raises(flags.IllegalFlagValueError, match=r"--workdir is required \(or --decode_workdir\)"):
@@ -57,3 +58,17 @@ def test_softmax_arms():
   with pytest.raises(flags.IllegalFlagValueError, match="unknown softmax arm 'flash'; valid: auto, explicit, "
                      "chunked, cudnn, each optionally \\+packed"):
     parse(["--workdir=/tmp/x", "--softmax_arms=explicit,flash"])
+
+
+def test_every_built_in_mixer_is_measured_by_default(tmp_path):
+  built_in = [n for n, cls in mixers.MIXERS.items() if cls.__module__.startswith("linear_seq.mixers.")]
+  assert list(speed.MIXERS) == built_in and parse([f"--workdir={tmp_path}"]).mixers == built_in
+
+
+def test_tiny_run_of_the_mixers_with_their_own_short_conv(tmp_path):
+  argv = [f"--workdir={tmp_path}", "--tiny", "--mixers=deltanet,mamba2"]
+  assert speed.run_flags(parse(argv), argv) == 0
+  records = json.load(open(tmp_path / "speed.json"))
+  assert [(r["mixer"], r["seq_len"], r["status"]) for r in records] == [
+      ("deltanet", 64, "ok"), ("deltanet", 128, "ok"), ("mamba2", 64, "ok"), ("mamba2", 128, "ok")]
+  assert all(r["train_step_s"] > 0 and r["decode_ms_per_token"] > 0 for r in records)

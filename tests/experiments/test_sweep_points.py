@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tests.studies import sweep_points
+from tests.experiments import sweep_points
 
 with open(sweep_points.GOLDEN) as f:
   GOLDEN = json.load(f)
@@ -18,4 +18,4 @@ def test_points_are_unchanged(variant):
   """Per variant, not one module fixture: under xdist each worker would rebuild all of them."""
   path, arg = variant.split(":", 1)
   assert sweep_points.dump_one(path, arg) == GOLDEN[variant], (
-      f"{variant}: the sweep points changed; if that is intended, rerun `python -m tests.studies.sweep_points`")
+      f"{variant}: the sweep points changed; if that is intended, rerun `python -m tests.experiments.sweep_points`")

@@ -1,6 +1,6 @@
 """The sweep points every study config produces, for the arguments its README uses; the golden file.
 
-  PYTHONPATH=$PWD python -m tests.studies.sweep_points      # rewrites tests/studies/sweep_points.json
+  PYTHONPATH=$PWD python -m tests.experiments.sweep_points      # rewrites tests/experiments/sweep_points.json
 
 `test_sweep_points.py` regenerates this and compares it with the committed file, so a refactoring of a
 study config (or of what it calls) cannot change a study's points silently. The follow-up sweep is called

@@ -30,7 +30,7 @@ def _write_point(workdir, overrides, metrics, curve=(), steps=100):
     json.dump({"data": {"seq_len": 128}, "train": {"num_steps": steps}}, f)
 
 
-# The arms' matched widths (what study.widths gives, pinned by tests/studies/sweep_points.json), fixed here so
+# The arms' matched widths (what study.widths gives, pinned by tests/experiments/sweep_points.json), fixed here so
 # that the test does not count 200 models' parameters.
 WIDTHS = {"mqar": {a: 32 for a in ("gla-softmax", "deltanet-softmax", "gla3-softmax", "deltanet3-softmax", "gla2",
                                    "deltanet2", "softmax2", "gla4", "deltanet4", "softmax4", "softmax-gla", "softmax-deltanet")},
