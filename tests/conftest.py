@@ -73,10 +73,20 @@ SLOW = (
     "tests/ops/test_discretize.py::test_tiny_dt_lambda_is_exact_in_value_and_gradient",
     "tests/ops/test_discretize.py::test_per_state_dt_and_batched_diagonal",
     "tests/ops/test_discretize.py::test_phi1_accurate_across_its_branches",
+    # subprocesses and whole-program compiles for other platforms and meshes
+    "tests/test_docs.py::test_every_readme_command_runs",  # one --dry_run subprocess per README command
+    "tests/test_docs.py::test_a_broken_command_fails",
+    "tests/test_data_parallel_collectives.py",  # 22 compiled train steps on a 4-fake-device mesh
+    "tests/test_accel_check.py",  # the accelerator check's tiny mode, end to end
 )
 
 # Parametrized sweeps: node-id prefix -> the case ids kept in the fast tier (every other case there is slow).
 SWEEPS = {
+    # cross-platform lowering: one op form in each dtype, one mixer's training step
+    "tests/test_export.py::test_op_forms_export_for_gpu_and_tpu": (
+        "delta-chunk-channel-float32", "attention-xla-bfloat16"),
+    "tests/test_export.py::test_training_step_of_every_mixer_exports": ("gla-float32",),
+    "tests/test_state_tracking.py::test_tiny_config_trains_and_reports_each_length": ("parity",),
     # every mode of linear_recurrence / delta_rule in each case: one case with gates, resets and all modes
     "tests/ops/test_recurrence.py::test_modes_match_reference": ("7-24-20-64-scalar-strong-True-False",),
     "tests/ops/test_recurrence.py::test_prefill_then_continue_equals_one_pass": ("chunk",),
