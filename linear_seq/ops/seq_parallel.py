@@ -67,6 +67,19 @@ def run(form: Callable, q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, axis: str):
   return o_BTHV, from_last_shard(s_out_BHKV, axis)
 
 
+def parity_before(odd_BHk, axis: str):
+  """Whether an odd number of negative decay factors lie in the shards before this one (bool [B,H,k]).
+
+  odd_BHk: the shard's own total parity (bool). XOR of the all-gathered totals of shards 0..r−1 (exact).
+  """
+  odd_RBHk = lax.all_gather(odd_BHk.astype(jnp.int32), axis)
+  acc, before = jnp.zeros_like(odd_RBHk[0]), []
+  for j in range(lax.axis_size(axis)):
+    before.append(acc)
+    acc = acc ^ odd_RBHk[j]
+  return lax.dynamic_index_in_dim(jnp.stack(before), lax.axis_index(axis), keepdims=False) == 1
+
+
 def segmented_max_in(seen_BH, m_BH, axis: str):
   """The running (reset seen, max) pair entering this shard, from each shard's own totals.
 
