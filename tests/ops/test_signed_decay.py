@@ -4,7 +4,7 @@ Tolerances as test_recurrence.py (relative RMS): values vs the float64 loop refe
 q, k, v, log |α| and the initial state vs the float64 `recurrent` mode ≤ 2e-5. A gate through
 `signed_log_decay` that lands exactly on α = 0: every gradient (α included) vs an independent float64
 linear-space scan (S_t = α_t S_{t−1} + k_tᵀ v_t, differentiated by JAX) ≤ 2e-5. The seq-parallel cases are
-in seq_parallel_cases.py (the '±' gates).
+in seq_parallel_cases.py (the '_signed' gates).
 """
 import functools
 
