@@ -15,6 +15,9 @@ The final state (after the last shard) is returned replicated through an explici
 last shard's state and zeros elsewhere (an `all_gather` result still counts as per-shard under shard_map's
 `check_vma=True`, so it could not be returned with out_specs=P()). Gradients come from autodiff through the
 collectives (all_gather ↔ psum_scatter, psum ↔ broadcast): no hand-written reverse pass.
+
+Signed decays (`decay_sign`, signed_decay.py) never reach `run`: the caller folds the global running sign into
+q and k first, the parity entering each shard being the XOR of the earlier shards' totals (`parity_before`).
 """
 from typing import Callable
 
