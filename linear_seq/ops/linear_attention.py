@@ -14,6 +14,7 @@ from linear_seq.checks import check_shape, if_concrete
 from linear_seq.ops.feature_maps import feature_map as _get_feature_map
 from linear_seq.ops.feature_maps import positive_kernel_maps
 from linear_seq.ops import seq_parallel
+from linear_seq.ops import signed_decay
 from linear_seq.ops.recurrence import unchecked_linear_recurrence
 
 _LEGEND = "(q [B,T,H,K], k [B,T,H,K], v [B,T,H,V])"
@@ -77,7 +78,7 @@ def _key_stabilizer(log_phi_k, has_initial_state, reset_BTH, seq_axis=None):
 def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projection=None,
                      normalize: bool = True, log_decay=None, eps: float = 1e-6,
                      scale: float | None = None, initial_state=None, mode: str = "chunk",
-                     chunk_size: int = 64, reset=None, seq_axis: str | None = None):
+                     chunk_size: int = 64, reset=None, seq_axis: str | None = None, decay_sign=None):
   """Kernelized causal linear attention (seed eq. 6-9), optionally decayed (eq. 10-11).
 
       S_t = α_t S_{t−1} + w_t φ(k_t)ᵀ v_t        z_t = α_t z_{t−1} + w_t φ(k_t)
@@ -114,6 +115,9 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
     seq_axis: None, or a `jax.shard_map` axis splitting T (see `linear_recurrence`); the correction
       from earlier shards enters S and z before the division, and the stabilizer's running key max
       is combined across the shards.
+    decay_sign: None, or ±1 with log_decay's shape: α = decay_sign · exp(log_decay) ∈ [−1, 1] and the
+      key weight w = 1 − α ∈ [0, 2] (see `linear_recurrence`). normalize=False only: with a negative
+      decay the denominator φ(q)·z is no longer positive, so normalize=True rejects it.
   Returns:
     (o [B, T, H, V] in v's dtype, state).
   """
@@ -147,6 +151,11 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
 
   decay = None  # log α [H] | [B,T,H] | [B,T,H,K'] float32
   full_reset_BTH = jnp.zeros((B, T, H), bool)
+  if decay_sign is not None:
+    if normalize:
+      raise ValueError("decay_sign needs normalize=False: with a negative decay the denominator φ(q)·z "
+                       "is no longer positive (use an output norm instead)")
+    signed_decay.check_decay_sign(decay_sign, log_decay)
   if log_decay is not None:
     _check_log_decay(log_decay, B, T, H, Kf)
     if_concrete(log_decay, lambda a: np.all(a <= 0),  # NaN fails
@@ -160,8 +169,11 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
   if stabilize:
     m_BTH, shift_decay = _key_stabilizer(lk, initial_state is not None, full_reset_BTH, seq_axis)
     phi_k = jnp.exp(lk - m_BTH[..., None])
-  if decay is not None:
+  if decay is not None and decay_sign is None:
     phi_k = phi_k * -jnp.expm1(_broadcast_decay(decay))  # eq. 10-11: k weighted by 1 − α
+  elif decay is not None:   # 1 − α with α = ±e^{log_decay}: −expm1 where α ≥ 0, 1 + e^{·} where α < 0
+    d, negative = _broadcast_decay(decay), _broadcast_decay(jnp.asarray(decay_sign)) < 0
+    phi_k = phi_k * jnp.where(negative, 1.0 + jnp.exp(d), -jnp.expm1(d))
   if stabilize:
     decay = shift_decay if decay is None else _add_decays(decay, shift_decay)
   if reset is not None:
@@ -175,7 +187,8 @@ def linear_attention(q, k, v, *, feature_map: str | Callable = "elu1", projectio
     if initial_state is not None:
       check_shape("initial_state", initial_state, (B, H, Kf, V), "S [B,H,K',V] (normalize=False)")
     o, S = unchecked_linear_recurrence(phi_q, phi_k, v32, decay, scale=scale, initial_state=initial_state,
-                                       mode=mode, chunk_size=chunk_size, seq_axis=seq_axis)
+                                       mode=mode, chunk_size=chunk_size, seq_axis=seq_axis,
+                                       decay_sign=decay_sign)
     return o.astype(v.dtype), S
 
   S0 = None
@@ -205,30 +218,35 @@ def _add_decays(decay, shift_decay_BTH):
 
 
 def retention(q, k, v, gamma, *, scale: float | None = None, initial_state=None,
-              mode: str = "chunk", chunk_size: int = 64, seq_axis: str | None = None):
+              mode: str = "chunk", chunk_size: int = 64, seq_axis: str | None = None, decay_sign=None):
   """Retention (RetNet): S_t = γ_h S_{t−1} + k_tᵀ v_t, o_t = scale · q_t S_t.
 
   gamma: [H], each in (0, 1) (checked when concrete; under jit the check is skipped).
   seq_axis: None or a `jax.shard_map` axis splitting T (see `linear_recurrence`).
+  decay_sign: None or ±1 [H]: the decay is decay_sign · γ_h ∈ (−1, 1) (see `linear_recurrence`).
   Returns (o [B,T,H,V], S [B,H,K,V] float32).
   """
   _, _, H, _ = _check_qkv(q, k, v)
   check_shape("gamma", gamma, (H,), "(one decay per head)")
   if_concrete(gamma, lambda g: np.all((g > 0) & (g < 1)),
               lambda g: f"gamma must lie in (0, 1) for every head, got {g.astype(np.float64).tolist()}")
+  if decay_sign is not None:
+    signed_decay.check_decay_sign(decay_sign, gamma, "gamma")
   log_decay = jnp.log(jnp.asarray(gamma, jnp.float32))
   return unchecked_linear_recurrence(q, k, v, log_decay, scale=scale, initial_state=initial_state,
-                                     mode=mode, chunk_size=chunk_size, seq_axis=seq_axis)
+                                     mode=mode, chunk_size=chunk_size, seq_axis=seq_axis,
+                                     decay_sign=decay_sign)
 
 
 def gated_linear_attention(q, k, v, log_forget, *, scale: float | None = None,
                            initial_state=None, mode: str = "chunk", chunk_size: int = 64,
-                           seq_axis: str | None = None):
+                           seq_axis: str | None = None, decay_sign=None):
   """GLA: S_t = diag(α_t) S_{t−1} + k_tᵀ v_t, o_t = scale · q_t S_t, α_t = exp(log_forget_t).
 
   log_forget: [B,T,H,K] (a gate per key dim) or [B,T,H] (scalar per head), ≤ 0; −inf resets.
   Checked ≤ 0 when concrete. seq_axis: None or a `jax.shard_map` axis splitting T (see
-  `linear_recurrence`). Returns (o [B,T,H,V], S [B,H,K,V] float32).
+  `linear_recurrence`). decay_sign: None or ±1 with log_forget's shape: α_t = decay_sign ·
+  exp(log_forget_t) ∈ [−1, 1] (see `linear_recurrence`). Returns (o [B,T,H,V], S [B,H,K,V] float32).
   """
   B, T, H, K = _check_qkv(q, k, v)
   shape = tuple(np.shape(log_forget))
@@ -237,5 +255,8 @@ def gated_linear_attention(q, k, v, log_forget, *, scale: float | None = None,
                      f"or [B,T,H] = {[B, T, H]}")
   if_concrete(log_forget, lambda a: np.all(a <= 0),
               "log_forget must be <= 0 everywhere (a forget gate in [0, 1]; -inf resets)")
+  if decay_sign is not None:
+    signed_decay.check_decay_sign(decay_sign, log_forget, "log_forget")
   return unchecked_linear_recurrence(q, k, v, log_forget, scale=scale, initial_state=initial_state,
-                                     mode=mode, chunk_size=chunk_size, seq_axis=seq_axis)
+                                     mode=mode, chunk_size=chunk_size, seq_axis=seq_axis,
+                                     decay_sign=decay_sign)

@@ -3,7 +3,9 @@
     S_t = diag(α_t) S_{t-1} + k_tᵀ v_t,      o_t = scale · q_t S_t,      S_{-1} = initial_state
 
 Legend (docs/DESIGN.md): B batch, T time, H heads, K key dim, V value dim. `log_decay` is log α_t ≤ 0;
-−inf at a position is an exact state reset (a document boundary in a packed sequence).
+−inf at a position is an exact state reset (a document boundary in a packed sequence). With `decay_sign`
+(±1, log_decay's shape) the decay is α_t = decay_sign · exp(log_decay) ∈ [−1, 1]: the running signs are
+folded into q and k (signed_decay.py) and every form runs unchanged on the magnitudes.
 
 This module holds the public dispatcher, input validation, and the `recurrent` (lax.scan) and
 `assoc` (lax.associative_scan) forms. `parallel` (masked T×T) lives in parallel.py, `chunk`
@@ -19,6 +21,7 @@ from linear_seq import checks
 from linear_seq.ops import chunk as chunk_lib
 from linear_seq.ops import parallel as parallel_lib
 from linear_seq.ops import seq_parallel
+from linear_seq.ops import signed_decay
 
 MODES = ("recurrent", "parallel", "chunk", "assoc")
 
@@ -28,16 +31,20 @@ MODES = ("recurrent", "parallel", "chunk", "assoc")
 LOG_DECAY_FLOOR = -1e4
 
 
-def _gate(log_decay, B: int, T: int, H: int, K: int, dtype=jnp.float32):
-  """Checks log_decay's shape; returns g [B,T,H,1] (fixed or scalar) or [B,T,H,K] in dtype, or None."""
+def _gate(log_decay, B: int, T: int, H: int, K: int, dtype=jnp.float32, floor=LOG_DECAY_FLOOR,
+          name="log_decay"):
+  """Checks log_decay's shape; returns g [B,T,H,1] (fixed or scalar) or [B,T,H,K] in dtype, or None.
+  (Also shapes decay_sign, with floor=None.)"""
   if log_decay is None:
     return None
   shape = tuple(np.shape(log_decay))
   if shape not in ((H,), (B, T, H), (B, T, H, K)):
     raise ValueError(
-        f"log_decay has shape {list(shape)}, expected [H]=[{H}] (fixed per head), "
+        f"{name} has shape {list(shape)}, expected [H]=[{H}] (fixed per head), "
         f"[B, T, H]=[{B}, {T}, {H}] (scalar gate) or [B, T, H, K]=[{B}, {T}, {H}, {K}] (vector gate)")
-  g = jnp.maximum(jnp.asarray(log_decay).astype(dtype), LOG_DECAY_FLOOR)
+  g = jnp.asarray(log_decay).astype(dtype)
+  if floor is not None:
+    g = jnp.maximum(g, floor)
   if g.ndim == 1:
     g = jnp.broadcast_to(g[None, None, :, None], (B, T, H, 1))
   elif g.ndim == 3:
@@ -61,7 +68,7 @@ def _validate(q, k, v, initial_state, mode, chunk_size):
 
 def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
                       initial_state=None, mode: str = "chunk", chunk_size: int = 64,
-                      seq_axis: Optional[str] = None):
+                      seq_axis: Optional[str] = None, decay_sign=None):
   """Runs S_t = diag(α_t) S_{t-1} + k_tᵀ v_t, o_t = scale · q_t S_t over t = 0..T-1.
 
   Args:
@@ -77,6 +84,9 @@ def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
       contiguous block; all inputs are the shard's block): each shard gets exactly the unsharded op's
       outputs for its block, the returned state is the one after the last shard (replicated, so
       out_specs=P() works) and initial_state is the state before shard 0 (see seq_parallel.py).
+    decay_sign: None (α ≥ 0), or the sign of each decay, −1 or +1, with log_decay's shape: then
+      α_t = decay_sign · exp(log_decay) ∈ [−1, 1] (0 allowed where α = 0; `signed_log_decay(α)` makes
+      both from α, differentiably at α = 0). Exact in every form and under seq_axis; no gradient.
 
   Returns:
     o [B, T, H, V] in the inputs' dtype, and the final state S_{T-1} [B, H, K, V] float32.
@@ -85,8 +95,10 @@ def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
   """
   if log_decay is not None:
     checks.if_concrete(log_decay, lambda a: np.all(a <= 0), _log_decay_message)  # NaN fails too
+  if decay_sign is not None:
+    signed_decay.check_decay_sign(decay_sign, log_decay)
   return unchecked_linear_recurrence(q, k, v, log_decay, scale=scale, initial_state=initial_state, mode=mode,
-                                     chunk_size=chunk_size, seq_axis=seq_axis)
+                                     chunk_size=chunk_size, seq_axis=seq_axis, decay_sign=decay_sign)
 
 
 def _log_decay_message(a: np.ndarray) -> str:
@@ -97,9 +109,10 @@ def _log_decay_message(a: np.ndarray) -> str:
 
 def unchecked_linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
                                 initial_state=None, mode: str = "chunk", chunk_size: int = 64,
-                                seq_axis: Optional[str] = None):
-  """linear_recurrence without the check of log_decay's values (shapes are still checked), for the wrappers
-  in linear_attention.py, which check their own decays once, with their own names."""
+                                seq_axis: Optional[str] = None, decay_sign=None):
+  """linear_recurrence without the check of log_decay's and decay_sign's values (shapes are still checked),
+  for the wrappers in linear_attention.py, which check their own decays once, with their own names.
+  decay_sign may have any of log_decay's allowed shapes here; the two broadcast together."""
   B, T, H, K, V = _validate(q, k, v, initial_state, mode, chunk_size)
   out_dtype = jnp.result_type(q, k, v)
   acc = jnp.promote_types(out_dtype, jnp.float32)   # float32, or float64 under x64 in tests
@@ -109,12 +122,21 @@ def unchecked_linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[floa
   cast = lambda x: jnp.asarray(x).astype(acc)
   q, k, v = cast(q) * scale, cast(k), cast(v)
   s0 = None if initial_state is None else cast(initial_state)
+  parity = None
+  if decay_sign is not None:   # fold the running signs into q and k: the forms see |α| only
+    sign = _gate(decay_sign, B, T, H, K, acc, floor=None, name="decay_sign")
+    shape = jnp.broadcast_shapes(g.shape, sign.shape)
+    g, sign = jnp.broadcast_to(g, shape), jnp.broadcast_to(sign, shape)
+    parity = signed_decay.running_parity(sign, seq_axis)
+    q, k = signed_decay.fold(q, k, parity)
   form = {"recurrent": recurrent, "assoc": assoc, "parallel": parallel_lib.parallel,
           "chunk": lambda *a: chunk_lib.chunk(*a, chunk_size)}[mode]
   if seq_axis is None:
     o, s = form(q, k, v, g, s0)
   else:
     o, s = seq_parallel.run(form, q, k, v, g, s0, seq_axis)
+  if parity is not None:
+    s = signed_decay.unfold_state(s, parity, seq_axis)
   return o.astype(out_dtype), s
 
 

@@ -5,25 +5,29 @@ Other ops may add their own references beside their code; this file holds the re
 import numpy as np
 
 
-def _alpha(log_decay, shape_BTHK) -> np.ndarray:
-  """exp(log_decay) broadcast to [B,T,H,K] (log_decay None | [H] | [B,T,H] | [B,T,H,K])."""
+def _alpha(log_decay, shape_BTHK, decay_sign=None) -> np.ndarray:
+  """decay_sign · exp(log_decay) broadcast to [B,T,H,K] (log_decay None | [H] | [B,T,H] | [B,T,H,K];
+  decay_sign None or ±1 of log_decay's shape)."""
   if log_decay is None:
     return np.ones(shape_BTHK)
-  ld = np.asarray(log_decay, np.float64)
-  if ld.ndim == 1:
-    ld = ld[None, None, :, None]
-  elif ld.ndim == 3:
-    ld = ld[..., None]
-  return np.broadcast_to(np.exp(ld), shape_BTHK)
+
+  def bthk(x):
+    x = np.asarray(x, np.float64)
+    return x[None, None, :, None] if x.ndim == 1 else (x[..., None] if x.ndim == 3 else x)
+
+  alpha = np.exp(bthk(log_decay))
+  if decay_sign is not None:
+    alpha = np.where(bthk(decay_sign) < 0, -alpha, alpha)
+  return np.broadcast_to(alpha, shape_BTHK)
 
 
-def _loop(q, k, v, log_decay, scale, initial_state, write):
+def _loop(q, k, v, log_decay, scale, initial_state, write, decay_sign=None):
   """The shared float64 loop: S' = diag(α_t) S_{t-1}, S_t = write(S', k_t, v_t, (b, t, h)), o_t = scale q_t S_t."""
   q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
   B, T, H, K = q.shape
   V = v.shape[-1]
   scale = K ** -0.5 if scale is None else float(scale)
-  alpha = _alpha(log_decay, (B, T, H, K))
+  alpha = _alpha(log_decay, (B, T, H, K), decay_sign)
   s = np.zeros((B, H, K, V)) if initial_state is None else np.array(initial_state, np.float64)
   o = np.zeros((B, T, H, V))
   for t in range(T):
@@ -34,14 +38,16 @@ def _loop(q, k, v, log_decay, scale, initial_state, write):
   return o, s
 
 
-def linear_recurrence_reference(q, k, v, log_decay=None, *, scale=None, initial_state=None):
-  """S_t = diag(exp(log_decay_t)) S_{t-1} + k_tᵀ v_t, o_t = scale · q_t S_t, one step at a time.
+def linear_recurrence_reference(q, k, v, log_decay=None, *, scale=None, initial_state=None, decay_sign=None):
+  """S_t = diag(α_t) S_{t-1} + k_tᵀ v_t, o_t = scale · q_t S_t, one step at a time, with
+  α_t = exp(log_decay_t), times decay_sign_t (±1) when given.
 
   Shapes as `ops.linear_recurrence`: q, k [B,T,H,K], v [B,T,H,V], log_decay None | [H] |
-  [B,T,H] | [B,T,H,K] (−inf = reset), initial_state [B,H,K,V]. Returns float64 numpy
-  (o [B,T,H,V], S [B,H,K,V]).
+  [B,T,H] | [B,T,H,K] (−inf = reset), decay_sign None or log_decay's shape, initial_state
+  [B,H,K,V]. Returns float64 numpy (o [B,T,H,V], S [B,H,K,V]).
   """
-  return _loop(q, k, v, log_decay, scale, initial_state, lambda s, k_t, v_t, _: s + np.outer(k_t, v_t))
+  return _loop(q, k, v, log_decay, scale, initial_state, lambda s, k_t, v_t, _: s + np.outer(k_t, v_t),
+               decay_sign)
 
 
 def delta_rule_reference(q, k, v, beta, log_decay=None, *, scale=None, initial_state=None):

@@ -15,6 +15,9 @@ The final state (after the last shard) is returned replicated through an explici
 last shard's state and zeros elsewhere (an `all_gather` result still counts as per-shard under shard_map's
 `check_vma=True`, so it could not be returned with out_specs=P()). Gradients come from autodiff through the
 collectives (all_gather ↔ psum_scatter, psum ↔ broadcast): no hand-written reverse pass.
+
+Signed decays (`decay_sign`, signed_decay.py) never reach `run`: the caller folds the global running sign into
+q and k first, the parity entering each shard being the XOR of the earlier shards' totals (`parity_before`).
 """
 from typing import Callable
 
@@ -65,6 +68,19 @@ def run(form: Callable, q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, axis: str):
     s_out_BHKV = s_BHKV + total_BHk1 * s_in_BHKV
   o_BTHV = o_BTHV + jnp.einsum("bthk,bhkv->bthv", q_in_BTHK, s_in_BHKV)
   return o_BTHV, from_last_shard(s_out_BHKV, axis)
+
+
+def parity_before(odd_BHk, axis: str):
+  """Whether an odd number of negative decay factors lie in the shards before this one (bool [B,H,k]).
+
+  odd_BHk: the shard's own total parity (bool). XOR of the all-gathered totals of shards 0..r−1 (exact).
+  """
+  odd_RBHk = lax.all_gather(odd_BHk.astype(jnp.int32), axis)
+  acc, before = jnp.zeros_like(odd_RBHk[0]), []
+  for j in range(lax.axis_size(axis)):
+    before.append(acc)
+    acc = acc ^ odd_RBHk[j]
+  return lax.dynamic_index_in_dim(jnp.stack(before), lax.axis_index(axis), keepdims=False) == 1
 
 
 def segmented_max_in(seen_BH, m_BH, axis: str):

@@ -6,6 +6,8 @@
   python -m linear_seq.studies.bench --T=8192 \
     --forms=chunk,delta_recurrent,delta_chunk,delta_chunk_scalar,delta_chunk_vector   # delta rule
   python -m linear_seq.studies.bench --T=2048,8192 --forms=delta_chunk,delta_product_chunk   # DeltaProduct
+  python -m linear_seq.studies.bench --T=8192 --repeats=7 \
+    --forms=chunk_scalar,chunk_scalar_signed,chunk_vector,chunk_vector_signed          # signed decays
 
 Every case is jitted twice: the forward (the output only) and the forward+backward (the gradients of
 Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb, C, D;
@@ -48,6 +50,8 @@ SEQ_FORMS = {
     "assoc": ("linear_recurrence", "assoc", None, None),
     "chunk_scalar": ("linear_recurrence", "chunk", "scalar", None),
     "chunk_vector": ("linear_recurrence", "chunk", "vector", None),
+    "chunk_scalar_signed": ("linear_recurrence", "chunk", "signed scalar", None),   # α ∈ [−1, 1]
+    "chunk_vector_signed": ("linear_recurrence", "chunk", "signed vector", None),
     "parallel_vector": ("linear_recurrence", "parallel", "vector", "O(T²K)"),
     "delta_recurrent": ("delta_rule", "recurrent", None, None),
     "delta_chunk": ("delta_rule", "chunk", None, None),
@@ -87,6 +91,8 @@ TARGETS = (
     Target("delta chunk / linear chunk, compiled memory", "delta_chunk", "chunk", 2.0, False, 8192,
            memory=True),
     Target("deltaproduct (n_h=2) chunk / delta chunk", "delta_product_chunk", "delta_chunk", 2.5, False, 8192),
+    Target("signed / unsigned scalar-gated chunk", "chunk_scalar_signed", "chunk_scalar", 1.2, False, 8192),
+    Target("signed / unsigned vector-gated chunk", "chunk_vector_signed", "chunk_vector", 1.2, False, 8192),
 )
 
 
@@ -143,12 +149,14 @@ def _seq_case(form: str, T: int, a, key) -> Case:
       case.args += (jax.nn.log_sigmoid(4.0 + jax.random.normal(kg, shape, jnp.float32)),)
   else:
     opts = {"mode": mode} | ({"chunk_size": a.chunk_size} if a.chunk_size else {})
-    case.fn = lambda q, k, v, g=None: ops.linear_recurrence(q, k, v, g, **opts)[0]
+    case.fn = lambda q, k, v, g=None, sign=None: ops.linear_recurrence(q, k, v, g, decay_sign=sign, **opts)[0]
     case.args = (q, k, v)
-    if gate:  # GLA-like gates, α ≈ 0.98: log σ(x + 4), no denormals on the way
-      shape = (B, T, H) if gate == "scalar" else (B, T, H, K)
+    if gate:  # GLA-like gates, |α| ≈ 0.98: log σ(x + 4), no denormals on the way
+      shape = (B, T, H) if gate.endswith("scalar") else (B, T, H, K)
       case.args += (jax.nn.log_sigmoid(4.0 + jax.random.normal(kg, shape, jnp.float32)),)
   case.diff = tuple(range(len(case.args)))
+  if gate and gate.startswith("signed"):  # half the decays negative (the sign has no gradient)
+    case.args += (jnp.where(jax.random.bernoulli(jax.random.fold_in(kg, 2), 0.5, shape), -1.0, 1.0),)
   return case
 
 

@@ -4,7 +4,8 @@ Each case runs an op sharded and unsharded on the same inputs and records the re
 outputs, the final state and the gradients (random cotangents on o and every state leaf) wrt q, k, v, the
 decay and the initial state. Two kinds:
   'seq'   T split over the mesh axis 'seq' (seq_axis='seq'; mesh seq=4, or data=2 × seq=2 with the batch
-          split too), pairwise over op × mode × gate × initial state × reset placement;
+          split too), pairwise over op × mode × gate (`*_signed`: with a ±1 decay_sign) × initial state ×
+          reset placement;
   'batch' only the batch split (no seq_axis): today's ops must run inside shard_map at all.
 `python tests/ops/seq_parallel_cases.py` prints one JSON line {case name: {what: error}}.
 """
@@ -43,6 +44,12 @@ _SEQ = [
     ("delta", "chunk", "scalar", True, "inside", "seq4", 3),
     ("delta", "chunk", "vector", True, "first", "seq4", 4),
     ("delta", "recurrent", "vector", False, "inside", "data2seq2", 4),
+    # signed decays (_signed: log |α| with a random ±1 decay_sign, α = −1 exactly at some tokens)
+    ("recurrence", "chunk", "vector_signed", True, "first", "seq4", 4),
+    ("recurrence", "parallel", "scalar_signed", False, "inside", "data2seq2", 4),
+    ("gla", "recurrent", "vector_signed", True, "inside", "seq4", 4),
+    ("retention", "chunk", "fixed_signed", True, "none", "seq4", 4),
+    ("linear_relu_unnormalized", "chunk", "scalar_signed", True, "inside", "seq4", 3),
 ]
 _BATCH = [
     ("recurrence", "chunk", "vector", True, "none", "data4", 4),
@@ -64,23 +71,27 @@ DELTA_K = 20   # the delta rule's key size: awkward, and its K×K transition pro
 
 
 def _op(op, mode, cs, W, seq_axis):
-  """f(q, k, v, decay, h0, reset) -> (o, state) for one op (the delta rule takes β in reset's place)."""
+  """f(q, k, v, decay, h0, reset) -> (o, state) for one op (the delta rule takes β in reset's place).
+  A signed decay is the pair (log |α|, decay_sign)."""
   from linear_seq import ops
   kw = dict(mode=mode, chunk_size=cs, seq_axis=seq_axis)
+  sg = lambda d: dict(decay_sign=d[1]) if isinstance(d, tuple) else {}   # keyword only when signed
+  mag = lambda d: d[0] if isinstance(d, tuple) else d
   if op == "delta":
     return lambda q, k, v, d, h0, beta: ops.delta_rule(q, k, v, beta, d, initial_state=h0, **kw)
   if op == "recurrence":
-    return lambda q, k, v, d, h0, r: ops.linear_recurrence(q, k, v, d, initial_state=h0, **kw)
+    return lambda q, k, v, d, h0, r: ops.linear_recurrence(q, k, v, mag(d), initial_state=h0, **kw, **sg(d))
   if op == "retention":
-    return lambda q, k, v, d, h0, r: ops.retention(q, k, v, d, initial_state=h0, **kw)
+    return lambda q, k, v, d, h0, r: ops.retention(q, k, v, mag(d), initial_state=h0, **kw, **sg(d))
   if op == "gla":
-    return lambda q, k, v, d, h0, r: ops.gated_linear_attention(q, k, v, d, initial_state=h0, **kw)
+    return lambda q, k, v, d, h0, r: ops.gated_linear_attention(q, k, v, mag(d), initial_state=h0, **kw,
+                                                                **sg(d))
   fmap = op.split("_")[1]
   normalize = not op.endswith("unnormalized")
   proj = W if fmap in ("favor", "rbf") else None
   return lambda q, k, v, d, h0, r: ops.linear_attention(
-      q, k, v, feature_map=fmap, projection=proj, normalize=normalize, log_decay=d, initial_state=h0,
-      reset=r, **kw)
+      q, k, v, feature_map=fmap, projection=proj, normalize=normalize, log_decay=mag(d), initial_state=h0,
+      reset=r, **kw, **sg(d))
 
 
 def _inputs(case, key):
@@ -88,6 +99,7 @@ def _inputs(case, key):
   import jax.numpy as jnp
   import numpy as np
   op, mode, gate, init, reset, mesh, cs = case
+  signed, gate = gate.endswith("_signed"), gate.removesuffix("_signed")
   b = 4 if mesh == "data4" else B
   kq, kk, kv, kd, kh, kw = jax.random.split(key, 6)
   Kq = DELTA_K if op == "delta" else K
@@ -126,6 +138,12 @@ def _inputs(case, key):
       mask = jnp.asarray(r)[:, :, None] if gate == "scalar" else jnp.asarray(r)[:, :, None, None]
       d = jnp.where(mask, -jnp.inf, d)
     r = None
+  if signed:   # random ±1 signs; α = −1 exactly (log |α| = 0) at every 5th token
+    sign = jnp.where(jax.random.bernoulli(jax.random.fold_in(kd, 9), 0.5, d.shape), -1.0, 1.0)
+    if d.ndim > 1:
+      d = d.at[:, ::5].set(0.0)
+      sign = sign.at[:, ::5].set(-1.0)
+    d = (d, sign)
   h0 = None
   if init:
     ks, kz = jax.random.split(kh)
@@ -151,7 +169,7 @@ def run_case(case, key):
     shape = {"seq4": (1, 4), "data2seq2": (2, 2)}[mesh_name]
     mesh = Mesh(np.asarray(jax.devices()).reshape(shape), ("data", "seq"))
     seq_axis, tspec = "seq", P("data", "seq")
-  d_spec = None if d is None else (P() if d.ndim == 1 else tspec)
+  d_spec = None if d is None else (P() if jax.tree.leaves(d)[0].ndim == 1 else tspec)
   h_spec = None if h0 is None else P("data")
   s_spec = P("data")   # replicated over seq
   in_specs = (tspec, tspec, tspec, d_spec, h_spec, None if r is None else tspec)

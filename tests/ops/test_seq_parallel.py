@@ -1,7 +1,8 @@
 """The ops under `jax.shard_map` (4 fake CPU devices, default check_vma=True) equal the unsharded ops.
 
 seq cases: T split over the mesh axis 'seq' (seq_axis='seq', also on a data=2 × seq=2 mesh), pairwise over
-op (the delta rule with K = 20 too) × mode × gate × initial state × reset (none, inside a shard, at a shard's
+op (the delta rule with K = 20 too) × mode × gate (signed ones too: log |α| and a ±1 decay_sign) ×
+initial state × reset (none, inside a shard, at a shard's
 first token): outputs, the replicated final state and the gradients wrt q, k, v, the decay, h0 (and β).
 batch cases: only the batch split, no seq_axis (the scans' carries must be per-shard). The cases run in one subprocess (XLA_FLAGS must be set
 before jax initializes); see seq_parallel_cases.py. Tolerances (relative RMS): values and states 1e-5,
