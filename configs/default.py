@@ -110,8 +110,8 @@ def model_config() -> ml_collections.ConfigDict:
   # deltaproduct: delta steps (generalized Householder factors) per token, n_h >= 1 (1 = deltanet).
   m.householder_steps = 2
   # State transitions with eigenvalues in [-1, 1] (Grazzi et al. 2025): deltanet, deltaproduct take
-  # beta = 2 sigmoid(x W_b) in (0, 2); gla, mamba2, retention will take alpha -> 2 alpha - 1 (needs signed
-  # decays in the ops, not built yet: an error for now); softmax, linear, s4 layers of a hybrid are unchanged.
+  # beta = 2 sigmoid(x W_b) in (0, 2); gla, mamba2 take alpha -> 2 alpha - 1 in (-1, 1) (signed decays);
+  # retention refuses it (fixed decays); softmax, linear, s4 layers of a hybrid are unchanged.
   m.negative_eigenvalues = False
   # mamba2: inner width E as a multiple of d_model.
   m.mamba_expand = 2

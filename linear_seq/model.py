@@ -32,7 +32,11 @@ NORMS = ("rms", "layer")
 CONV_PLACES = ("input", "qkv")
 INPUT_POSITIONS = ("none", "learned")
 # Mixers whose gate α ∈ [0, 1] model.negative_eigenvalues will map to 2α − 1 once the ops take signed decays.
-SIGNED_DECAY_MIXERS = ("gla", "mamba2", "retention")
+# Mixers that refuse model.negative_eigenvalues, and why.
+NO_NEGATIVE_EIGENVALUES = {
+    "retention": "its decays are fixed per head (γ_h), not computed from the input, so α ↦ 2α − 1 cannot give "
+                 "a sign that depends on the input (use gla or mamba2)",
+}
 
 
 def _floats(value) -> tuple[float, ...]:
@@ -153,8 +157,8 @@ class ModelConfig:
 
   def _check_negative_eigenvalues(self) -> None:
     """model.negative_eigenvalues acts on the layers whose mixer has `supports_negative_eigenvalues` (deltanet,
-    deltaproduct: β ∈ (0, 2)) and needs at least one; gla, mamba2 and retention refuse it until the ops take
-    signed decays (then α ↦ 2α − 1); other layers of a hybrid (softmax, linear, s4) are left as they are."""
+    deltaproduct: β ∈ (0, 2); gla, mamba2: α ↦ 2α − 1 ∈ (−1, 1)) and needs at least one; retention refuses it
+    (NO_NEGATIVE_EIGENVALUES); other layers of a hybrid (softmax, linear, s4) are left as they are."""
     if not isinstance(self.householder_steps, int) or isinstance(self.householder_steps, bool) \
         or self.householder_steps < 1:
       raise ValueError(f"model.householder_steps must be an integer >= 1, got {self.householder_steps!r}")
@@ -163,10 +167,10 @@ class ModelConfig:
     supported = lambda n: getattr(mixers.get(n), "supports_negative_eigenvalues", False)  # noqa: E731
     valid = ", ".join(n for n in mixers.MIXERS if supported(n))
     names = list(dict.fromkeys(self.mixers))
-    signed = [n for n in names if n in SIGNED_DECAY_MIXERS]
-    if signed:
-      raise ValueError(f"model.negative_eigenvalues=True: {', '.join(signed)} need signed decays in the ops "
-                       f"(α ↦ 2α − 1), which are not built yet; valid mixers: {valid}")
+    refused = [n for n in names if n in NO_NEGATIVE_EIGENVALUES]
+    if refused:
+      raise ValueError(f"model.negative_eigenvalues=True: {refused[0]} cannot take it: "
+                       f"{NO_NEGATIVE_EIGENVALUES[refused[0]]}; valid mixers: {valid}")
     if not any(supported(n) for n in names):
       raise ValueError(f"model.negative_eigenvalues=True: {', '.join(names)} have no state transition to give "
                        f"negative eigenvalues; valid mixers: {valid}")

@@ -15,6 +15,7 @@ flag, so no signal interrupts a library mid-call (a Ctrl-C inside tensorboardX's
 With several processes, a signal on any of them stops all at the same step (one all-gather of a flag per step).
 """
 import contextlib
+import dataclasses
 import os
 import signal
 import threading
@@ -32,6 +33,7 @@ from linear_seq import config_lib
 from linear_seq import data
 from linear_seq import eval_lib
 from linear_seq import metrics as metrics_lib
+from linear_seq import model as model_lib
 from linear_seq import optim
 from linear_seq import profiling
 from linear_seq import sharding
@@ -126,6 +128,17 @@ def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> No
     raise validation.ConfigError(f"cannot read the config this run was trained with: {e}; restore config.json, "
                                  "or start over with --restart") from e
   changed = config_lib.diff(saved, config)
+  # Fields added to the code after this run saved its config: the run had their defaults (ModelConfig's for
+  # model.*, which reproduce the older behaviour), so they are changes only where the value now differs.
+  saved_keys = set(config_lib.flatten(config_lib.to_dict(saved)))
+  added = [k for k in changed if k not in saved_keys]
+  model_defaults = {f"model.{f.name}": f.default for f in dataclasses.fields(model_lib.ModelConfig)
+                    if f.default is not dataclasses.MISSING}
+  changed = [k for k in changed if k in saved_keys
+             or (k in model_defaults and _get(config, k) != model_defaults[k])]
+  if added:
+    logging.warning("%s/config.json predates the fields %s: taken at their current values", workdir,
+                    ", ".join(added))
   bad = [k for k in changed if k.startswith(_INCOMPATIBLE)
          and not (k == "data.path" and workdir_lib.same_folder(workdir, saved.data.path, config.data.path))]
   if bad:

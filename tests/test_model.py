@@ -75,11 +75,12 @@ BAD_CONFIGS = [
     (dict(conv_on="out"), "unknown model.conv_on 'out'; valid: input, qkv"),
     (dict(init="xavier"), "unknown model.init 'xavier'; valid: default, gpt2"),
     (dict(input_pos="rope"), "unknown model.input_pos 'rope'; valid: none, learned"),
-    (dict(layer_mixers="deltanet,gla,mamba2", num_layers=3, negative_eigenvalues=True),
-     r"^model.negative_eigenvalues=True: gla, mamba2 need signed decays in the ops \(α ↦ 2α − 1\), which are not "
-     r"built yet; valid mixers: deltanet, deltaproduct$"),
+    (dict(layer_mixers="deltanet,gla,retention", num_layers=3, negative_eigenvalues=True),
+     r"^model.negative_eigenvalues=True: retention cannot take it: its decays are fixed per head \(γ_h\), not "
+     r"computed from the input, .*; valid mixers: gla, deltanet, deltaproduct, mamba2$"),
     (dict(mixer="softmax", negative_eigenvalues=True),
-     "softmax have no state transition to give negative eigenvalues; valid mixers: deltanet, deltaproduct$"),
+     "softmax have no state transition to give negative eigenvalues; valid mixers: gla, deltanet, deltaproduct, "
+     "mamba2$"),
     (dict(mixer="deltaproduct", householder_steps=0), "model.householder_steps must be an integer >= 1, got 0"),
 ]
 

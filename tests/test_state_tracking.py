@@ -36,8 +36,8 @@ def test_tiny_config_trains_and_reports_each_length(task, tmp_path):
     ("permutation", {"data.group": "Z5"}, "permutation: unknown data.group 'Z5'; valid: S3, S5"),
     ("permutation", {"data.group": "S5"}, "data.vocab_size=8 is too small: the task's tokens need >= 120"),
     ("parity", {"data.min_len": 0}, "parity: lengths must be positive"),
-    ("parity", {"model.mixer": "gla", "model.negative_eigenvalues": True},
-     "model.negative_eigenvalues=True: gla need signed decays in the ops"),
+    ("parity", {"model.mixer": "retention", "model.negative_eigenvalues": True},
+     "model.negative_eigenvalues=True: retention cannot take it"),
 ])
 def test_config_errors(task, overrides, message):
   with pytest.raises(validation.ConfigError, match=message) as e:

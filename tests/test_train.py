@@ -78,6 +78,30 @@ def test_resume_with_another_model_or_data_is_refused(straight, tmp_path, field,
   assert sorted(os.listdir(os.path.join(other, "checkpoints"))) == ["2", "4"]
 
 
+def _drop_saved_fields(workdir, *dotted):
+  """config.json as a run saved before these fields existed."""
+  path = os.path.join(workdir, config_lib.CONFIG_FILE)
+  saved = json.load(open(path))
+  for key in dotted:
+    section, leaf = key.split(".")
+    del saved[section][leaf]
+  json.dump(saved, open(path, "w"))
+
+
+def test_resume_predating_new_fields(straight, tmp_path):
+  """A config.json written before fields were added resumes when their values are the defaults (what the run
+  had); a model field set to another value than its default is a changed model."""
+  workdir, _ = straight
+  old = str(tmp_path / "old")
+  shutil.copytree(workdir, old)
+  shutil.rmtree(os.path.join(old, "checkpoints", "4"))
+  _drop_saved_fields(old, "model.householder_steps", "model.negative_eigenvalues", "model.attention_impl")
+  with pytest.raises(validation.ConfigError, match="different model or data: model.attention_impl changed"):
+    train.train_and_evaluate(mqar(**{"model.attention_impl": "chunked"}), old)
+  final = train.train_and_evaluate(mqar(), old)
+  assert final["step"] == 4 and final["eval_loss"] == metrics.read_metrics(workdir)[-1]["eval_loss"]
+
+
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
   """A NaN learning rate from step 3 on (injected through the schedule) makes step 4's loss NaN."""
   real = optim.make_schedule

@@ -17,12 +17,16 @@ class GatedLinearAttention(nnx.Module):
   segment_ids: log α = −inf at a document's first token. State: S [B,H,K,V] float32.
   output_gate=False: y = W_o GroupNorm(o) (no swish gate; the r projection is not created).
   qkv_conv_width > 0: short convs on q, k, v after their projections; state {'core': S, 'conv': ...}.
+  negative_eigenvalues: α ↦ 2α − 1 ∈ (−1, 1), the transition's eigenvalues signed (Grazzi et al. 2025), run
+  as log |α| and its sign through the op's `decay_sign`.
   """
+  supports_negative_eigenvalues = True  # model.negative_eigenvalues: α ↦ 2α − 1
   supports_qkv_conv = True
 
   def __init__(self, d_model: int, num_heads: int, *, gate_rank: int = 16, gate_temperature: float = 16.0,
                vector_gate: bool = True, mode: str = "", chunk_size: int = 64, output_gate: bool = True,
-               qkv_conv_width: int = 0, dtype=jnp.float32, rngs: nnx.Rngs):
+               qkv_conv_width: int = 0, negative_eigenvalues: bool = False, dtype=jnp.float32,
+               rngs: nnx.Rngs):
     if d_model % num_heads:
       raise ValueError(f"d_model {d_model} must divide by num_heads {num_heads}")
     if gate_temperature <= 0:
@@ -31,6 +35,7 @@ class GatedLinearAttention(nnx.Module):
       raise ValueError(f"gate_rank must be a positive integer, got {gate_rank}")
     self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
     self.gate_temperature, self.vector_gate = float(gate_temperature), vector_gate
+    self.negative_eigenvalues = bool(negative_eigenvalues)
     self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
     lin = lambda: nnx.Linear(d_model, d_model, use_bias=False, dtype=dtype, rngs=rngs)
     # Creation order (q, k, v, gate, o) fixes which key each draws: the same init as before output_gate existed.
@@ -48,7 +53,7 @@ class GatedLinearAttention(nnx.Module):
     return cls(cfg.d_model, cfg.num_heads, gate_rank=cfg.gate_rank, gate_temperature=cfg.gate_temperature,
                vector_gate=cfg.vector_gate, mode=modes.linear_mode(cfg.mode),
                chunk_size=cfg.chunk_size, output_gate=cfg.output_gate, qkv_conv_width=qkv_conv.width(cfg),
-               dtype=cfg.compute_dtype, rngs=rngs)
+               negative_eigenvalues=cfg.negative_eigenvalues, dtype=cfg.compute_dtype, rngs=rngs)
 
   def init_state(self, batch_size: int, max_len: int = 0):
     del max_len
@@ -74,14 +79,18 @@ class GatedLinearAttention(nnx.Module):
         x_BTD, (self.q_proj, self.k_proj, self.v_proj), H, self.qkv_conv, state=conv_state,
         segment_ids=segment_ids)
     log_a = self.log_forget(x_BTD)
+    sign = None
+    if self.negative_eigenvalues:  # α ↦ 2α − 1 ∈ (−1, 1) (Grazzi et al. 2025): log |α| and the sign
+      log_a, sign = ops.signed_log_decay(2.0 * jnp.exp(log_a) - 1.0)
     reset_BT = segments.reset_log_decay(segment_ids)
     if reset_BT is not None:
       log_a = log_a + reset_BT.reshape(B, T, *([1] * (log_a.ndim - 2)))
     mode = self.mode if T > 1 else "recurrent"
     o_BTHK, state = seq_shard.call(
-        lambda q, k, v, g, s, seq_axis: ops.gated_linear_attention(
-            q, k, v, g, initial_state=s, mode=mode, chunk_size=self.chunk_size, seq_axis=seq_axis),
-        (q_BTHK, k_BTHK, v_BTHK, log_a, state), "ttttb")
+        lambda q, k, v, g, sg, s, seq_axis: ops.gated_linear_attention(
+            q, k, v, g, initial_state=s, mode=mode, chunk_size=self.chunk_size, seq_axis=seq_axis,
+            decay_sign=sg),
+        (q_BTHK, k_BTHK, v_BTHK, log_a, sign, state), "tttttb")
     o_BTD = self.out_norm(o_BTHK).reshape(B, T, H * K)
     if self.r_proj is not None:
       o_BTD = jax.nn.swish(self.r_proj(x_BTD)) * o_BTD

@@ -26,15 +26,18 @@ class Mamba2(nnx.Module):
   Init as Mamba-2 (`dt_gate`): A ~ U[1, 16] (A_init='arange': A_h = h + 1, HF's), Δ log-uniform in
   [dt_min, dt_max], D = 1. A_log, dt_bias and D (parameter `D_skip`) take no weight decay and no S4
   learning-rate multiplier.
+  negative_eigenvalues: Ā = exp(ΔA) ↦ 2Ā − 1 ∈ (−1, 1), the transition's eigenvalues signed (Grazzi et al.
+  2025), run as log |Ā| and its sign through the op's `decay_sign`.
   State: {'S': [B, H, N, P] float32, 'conv': [B, conv_width−1, E + 2GN]}.
   """
   owns_short_conv = True  # the block's model.conv_width must be 0 (ModelConfig checks)
+  supports_negative_eigenvalues = True  # model.negative_eigenvalues: Ā ↦ 2Ā − 1
 
   def __init__(self, d_model: int, *, expand: int = 2, head_dim: int = 64, state_size: int = 64,
                conv_width: int = 4, dt_min: float = 1e-3, dt_max: float = 1e-1, mode: str = "",
                chunk_size: int = 64, groups: int = 1, norm_groups: int = 1,
-               dt_limit: tuple[float, float] = (0.0, 0.0), A_init: str = "uniform", dtype=jnp.float32,
-               rngs: nnx.Rngs):
+               dt_limit: tuple[float, float] = (0.0, 0.0), A_init: str = "uniform",
+               negative_eigenvalues: bool = False, dtype=jnp.float32, rngs: nnx.Rngs):
     if not isinstance(expand, int) or expand <= 0 or state_size <= 0 or head_dim <= 0:
       raise ValueError(f"mamba2 needs positive integers expand, head_dim, state_size; got {expand}, "
                        f"{head_dim}, {state_size}")
@@ -47,6 +50,7 @@ class Mamba2(nnx.Module):
                        f"{inner} channels by mamba_norm_groups = {norm_groups}")
     self.n, self.groups, self.dt_limit = state_size, groups, tuple(dt_limit)
     self.mode, self.chunk_size, self.dtype = mode or "chunk", chunk_size, dtype
+    self.negative_eigenvalues = bool(negative_eigenvalues)
     H = self.num_heads
     GN = groups * state_size
     self.in_proj = nnx.Linear(d_model, 2 * inner + 2 * GN + H, use_bias=False, dtype=dtype, rngs=rngs)
@@ -64,7 +68,8 @@ class Mamba2(nnx.Module):
                state_size=cfg.state_size, dt_min=cfg.dt_min, dt_max=cfg.dt_max,
                mode=modes.linear_mode(cfg.mode), chunk_size=cfg.chunk_size, groups=cfg.mamba_groups,
                norm_groups=cfg.mamba_norm_groups, dt_limit=(cfg.dt_limit_min, cfg.dt_limit_max),
-               A_init=cfg.A_init, dtype=cfg.compute_dtype, rngs=rngs)
+               A_init=cfg.A_init, negative_eigenvalues=cfg.negative_eigenvalues, dtype=cfg.compute_dtype,
+               rngs=rngs)
 
   def init_state(self, batch_size: int, max_len: int = 0) -> dict:
     del max_len
@@ -84,6 +89,9 @@ class Mamba2(nnx.Module):
     x_BTE, b_BTN, c_BTN = jnp.split(jax.nn.silu(xbc_BTC), [E, E + G * N], axis=-1)
     dt_BTH = dt_gate.step_size(dt_BTH, self.dt_bias[...], self.dt_limit)
     log_a_BTH = dt_gate.log_decay(dt_BTH, self.A_log[...])
+    sign_BTH = None
+    if self.negative_eigenvalues:
+      log_a_BTH, sign_BTH = ops.signed_log_decay(2.0 * jnp.exp(log_a_BTH) - 1.0)
     reset_BT = segments.reset_log_decay(segment_ids)
     if reset_BT is not None:
       log_a_BTH = log_a_BTH + reset_BT[:, :, None]
@@ -92,9 +100,10 @@ class Mamba2(nnx.Module):
     v_BTHP = (x_BTHP * dt_BTH[..., None]).astype(x_BTD.dtype)
     mode = self.mode if T > 1 else "recurrent"
     y_BTHP, S = seq_shard.call(
-        lambda c, b, v, g, s, seq_axis: ops.linear_recurrence(
-            c, b, v, g, scale=1.0, initial_state=s, mode=mode, chunk_size=self.chunk_size, seq_axis=seq_axis),
-        (heads(c_BTN), heads(b_BTN), v_BTHP, log_a_BTH, state.get("S")), "ttttb")
+        lambda c, b, v, g, sg, s, seq_axis: ops.linear_recurrence(
+            c, b, v, g, scale=1.0, initial_state=s, mode=mode, chunk_size=self.chunk_size, seq_axis=seq_axis,
+            decay_sign=sg),
+        (heads(c_BTN), heads(b_BTN), v_BTHP, log_a_BTH, sign_BTH, state.get("S")), "tttttb")
     y_BTHP = y_BTHP + (self.D_skip[...][:, None] * x_BTHP).astype(y_BTHP.dtype)
     y_BTE = y_BTHP.reshape(B, T, E) * jax.nn.silu(z_BTE)
     if isinstance(self.out_norm, HeadNorm):

@@ -9,6 +9,7 @@ import pytest
 from flax import nnx
 
 from linear_seq import mixers
+from linear_seq import ops
 from tests.helpers import rel_rms
 
 D, H, B, T = 16, 2, 2, 11
@@ -29,6 +30,7 @@ CASES = [
     ("retention-qkvconv-nogate", "retention", dict(chunk_size=CHUNK, qkv_conv_width=3, output_gate=False)),
     ("retention-rope", "retention", dict(pos_encoding="rope", gamma=(0.95,), mode="parallel")),
     ("gla-vector", "gla", dict(gate_rank=4, chunk_size=CHUNK)),
+    ("gla-vector-negeig", "gla", dict(gate_rank=4, chunk_size=CHUNK, negative_eigenvalues=True)),
     ("gla-scalar-qkvconv-nogate", "gla", dict(gate_rank=4, vector_gate=False, mode="assoc", qkv_conv_width=2,
                                                    output_gate=False)),
     ("s4-lin-zoh", "s4", dict(state_size=4)),
@@ -44,6 +46,7 @@ CASES = [
                                                                 gate_act="sigmoid", gate_out_rank=3)),
     ("deltaproduct3-2sigmoid", "deltaproduct", dict(householder_steps=3, beta="2sigmoid", chunk_size=CHUNK)),
     ("mamba2", "mamba2", dict(head_dim=8, state_size=4, chunk_size=CHUNK)),
+    ("mamba2-negeig", "mamba2", dict(head_dim=8, state_size=4, chunk_size=CHUNK, negative_eigenvalues=True)),
     ("mamba2-assoc-groups", "mamba2", dict(expand=1, head_dim=4, state_size=3, mode="assoc", groups=2,
                                            norm_groups=2, dt_limit=(1e-3, 5e-2))),
 ]
@@ -134,3 +137,23 @@ def test_packed_prefill_then_decode_continues_last_document(setup):
   _, state = fwd(x[:, :T1], m.init_state(B, T), seg[:, :T1])
   y_step, _ = fwd(x[:, T1:T1 + 1], state)
   assert rel_rms(y_step, y_packed[:, T1:T1 + 1]) < 1e-5
+
+
+@pytest.mark.parametrize("name,kwargs", [("gla", dict(gate_rank=4, chunk_size=CHUNK)),
+                                         ("mamba2", dict(head_dim=8, state_size=4, chunk_size=CHUNK))])
+def test_negative_eigenvalues_reach_the_op_as_signed_decays(name, kwargs, monkeypatch):
+  """model.negative_eigenvalues: the op gets α' = 2α − 1 as (log |α'|, sign α'), with negative signs where
+  α < 1/2; without it, no decay_sign at all."""
+  seen = []
+  real = ops.signed_log_decay
+  monkeypatch.setattr(ops, "signed_log_decay", lambda a: seen.append(a) or real(a))
+  x = jax.random.normal(jax.random.key(0), (2, 9, 16)) * 3.0
+  plain = mixers.get(name)(16, **({} if name == "mamba2" else {"num_heads": 2}), **kwargs, rngs=nnx.Rngs(0))
+  signed = mixers.get(name)(16, **({} if name == "mamba2" else {"num_heads": 2}), **kwargs,
+                            negative_eigenvalues=True, rngs=nnx.Rngs(0))
+  y0, _ = plain(x)
+  assert not seen
+  y1, _ = signed(x)
+  (alpha,) = seen
+  assert float(alpha.min()) >= -1 and float(alpha.max()) <= 1 and float(alpha.min()) < 0
+  assert float(jnp.max(jnp.abs(y1 - y0))) > 1e-4   # the signs change the outputs
