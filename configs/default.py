@@ -168,8 +168,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.train.ssm_lr_multiplier = 0.1
   # Log train metrics every N steps.
   c.train.log_every = 25
-  # Evaluate every N steps (and at the end); the whole validation split takes ~15-30 s here.
-  c.train.eval_every = 400
+  # Evaluate every N steps (and at the end): a validation curve; the evaluations before the last step read
+  # eval.interim_max_batches batches, the last one the whole validation split (~15-30 s here).
+  c.train.eval_every = 50
   # Save a checkpoint every N steps (and at the end).
   c.train.checkpoint_every = 200
   # Checkpoints to keep.
@@ -191,8 +192,12 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.eval.seq_len = 0
   # Batch size of evaluation.
   c.eval.batch_size = 32
-  # Cap on evaluation batches; 0 = the whole validation split.
+  # Cap on evaluation batches (every evaluation: in training and `evaluate`); 0 = the whole validation split.
   c.eval.max_batches = 0
+  # Cap on the batches of the evaluations during training before its last step (a cheap validation curve; also
+  # at most eval.max_batches); 0 = as eval.max_batches. The last step's evaluation and `evaluate` read
+  # eval.max_batches batches (the whole split by default).
+  c.eval.interim_max_batches = 16
 
   if "mixer" in opts:
     c.model.mixer = opts["mixer"]

@@ -9,6 +9,7 @@ _RANGES = {
     "eval.batch_size": (1, None, "> 0"),
     "eval.seq_len": (0, None, ">= 0 (0: data.seq_len)"),
     "eval.max_batches": (0, None, ">= 0 (0: the whole split)"),
+    "eval.interim_max_batches": (0, None, ">= 0 (0: as eval.max_batches)"),
     "train.warmup_steps": (0, None, ">= 0"),
     "train.keep_checkpoints": (0, None, ">= 0 (0: keep all)"),
     "train.loss_positions": (0, None, ">= 0 (0: logits at every position)"),

@@ -148,7 +148,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
   try:
     if start and (start % config.train.eval_every == 0 or start == num_steps) and not _evaluated(workdir, start):
       logging.info("step %d was checkpointed but not evaluated (interrupted): evaluating it now", start)
-      line = _eval_line(state, static, config, info, start)
+      line = _eval_line(state, static, config, info, start, interim=start != num_steps)
       writer.write(start, line)
       final.update(line)
     for step in range(start + 1, num_steps + 1):
@@ -186,7 +186,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
         ckpt.save(step, state, train_it.get_state())
         last_good = step
       if do_eval:
-        line = _eval_line(state, static, config, info, step)
+        line = _eval_line(state, static, config, info, step, interim=not is_last)
         writer.write(step, line)
         final.update(line)
       paused += time.perf_counter() - tic  # evaluation and saving are not training throughput
@@ -200,13 +200,14 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
   return final
 
 
-def _eval_line(state, static, config, info, step: int) -> dict[str, float]:
+def _eval_line(state, static, config, info, step: int, *, interim: bool = False) -> dict[str, float]:
+  """The eval metrics line of `step`; interim (before the last step): capped at eval.interim_max_batches."""
   try:
     with jax.set_mesh(static.mesh):   # the mixers' op calls find the seq axis here (mixers/seq_shard.py)
-      result = eval_lib.run_eval(state, static, config, info)
+      result = eval_lib.run_eval(state, static, config, info, interim=interim)
   except ValueError as e:  # e.g. a validation split that gives no tokens: a config problem, one line
     raise validation.ConfigError(f"evaluation at step {step} failed: {e}") from e
-  line = {"eval_loss": result["eval_loss"]}
+  line = {"eval_loss": result["eval_loss"], "eval_tokens": result["eval_tokens"]}
   line.update({"bits_per_byte": result["bits_per_byte"]} if "bits_per_byte" in result
               else {"eval_accuracy": result["accuracy"]})
   return line
