@@ -164,6 +164,10 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   # error otherwise); for a task with its loss on a few positions (mqar: num_kv_pairs answers) the head then
   # costs N/T of its full cost.
   c.train.loss_positions = 0
+  # Gradient accumulation: each step's data.batch_size rows run as N micro-batches of batch_size / N rows (the
+  # activation memory of one micro-batch; batch_size / N must divide over mesh.data). The step is the same as
+  # with N = 1 to float32 rounding (the loss is the mean over all the batch's loss tokens); 1 = one pass.
+  c.train.grad_accum_steps = 1
   # Learning-rate multiplier for the SSM's A and log dt (S4 practice).
   c.train.ssm_lr_multiplier = 0.1
   # Log train metrics every N steps.

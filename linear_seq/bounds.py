@@ -13,6 +13,7 @@ _RANGES = {
     "train.warmup_steps": (0, None, ">= 0"),
     "train.keep_checkpoints": (0, None, ">= 0 (0: keep all)"),
     "train.loss_positions": (0, None, ">= 0 (0: logits at every position)"),
+    "train.grad_accum_steps": (1, None, ">= 1 (1: one pass per step)"),
     "train.end_lr_fraction": (0.0, 1.0, "in [0, 1]"),
     "train.b1": (0.0, 1.0, "in [0, 1)"),
     "train.b2": (0.0, 1.0, "in [0, 1)"),

@@ -53,6 +53,18 @@ def make_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
   return mesh
 
 
+def _check_micro_batch(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> None:
+  """train.grad_accum_steps = N must split data.batch_size into N micro-batches that split over the data axis."""
+  n, batch = int(config.train.get("grad_accum_steps", 1)), int(config.data.batch_size)
+  if n > 1:
+    if batch % n:
+      raise validation.ConfigError(f"train.grad_accum_steps={n} must divide data.batch_size={batch}")
+    try:
+      sharding.check_batch_size(batch // n, mesh, f"data.batch_size / train.grad_accum_steps = {batch}/{n}")
+    except ValueError as e:
+      raise validation.ConfigError(str(e)) from e
+
+
 def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
   try:
     saved = config_lib.load_saved(workdir)
@@ -93,6 +105,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
   info = validation.check_config(config)
   mesh = make_mesh(config)
   sharding.check_batch_size(int(config.data.batch_size), mesh)
+  _check_micro_batch(config, mesh)
   sharding.check_batch_size(int(config.eval.batch_size), mesh, "eval.batch_size")
   is_primary = jax.process_index() == 0
   static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
