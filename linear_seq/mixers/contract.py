@@ -338,10 +338,10 @@ def _chunk_vs_recurrent(*, fwd, x, build, seed, tol):
     try:
       built[mode] = build(nnx.Rngs(seed), mode=mode)
     except (TypeError, ValueError) as e:  # no such form
-      return None, f"skipped: mode={mode!r} cannot be built ({e})"
+      return None, f"mode={mode!r} cannot be built ({e})"
   forms = {getattr(m, "mode", None) for m in built.values()}
   if None in forms or len(forms) < 2:
-    return None, "skipped: the mixer does not have chunk and recurrent forms (its `mode` does not change)"
+    return None, "the mixer does not have chunk and recurrent forms (its `mode` does not change)"
   outs = {}
   for mode, m in built.items():
     nnx.update(m, nnx.state(fwd.mixer))
