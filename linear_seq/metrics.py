@@ -2,7 +2,8 @@
 output — a tqdm bar on an interactive terminal, plain log lines otherwise.
 
 TensorBoard events go to workdir/tensorboard/<run>, <run> the workdir's folder name, so `tensorboard --logdir`
-on a folder of workdirs (or on one workdir) names every run after its workdir. Tags are grouped: train/loss, train/learning_rate, train/grad_norm, train/tokens_per_sec, ...;
+on a folder of workdirs (or on one workdir) names every run after its workdir.
+TensorBoard tags are grouped: train/loss, train/learning_rate, train/grad_norm, train/tokens_per_sec, ...;
 eval/loss, eval/bits_per_byte, eval/accuracy. Every line also goes to the log (with the bar, printed above
 it) as `step 50/400 (12%, ETA 1m05s): train_loss=...`; the ETA is measured from the end of the first step,
 so compilation is not in it.
