@@ -137,6 +137,9 @@ class _Fwd:
 def _builder(mixer, overrides: Mapping[str, Any], small: bool) -> tuple[str, Callable]:
   """-> (the mixer's name, build(rngs, dtype, mode) -> module)."""
   from linear_seq import mixers, model  # (model imports this package)
+  if isinstance(mixer, nnx.Module):
+    raise ValueError(f"got a built {type(mixer).__name__}: pass its class, or a function (*, rngs, dtype, mode) "
+                     "building it (the checks rebuild it in bfloat16 and in each mode)")
   if callable(mixer) and not isinstance(mixer, (str, type)):
     name = getattr(mixer, "__name__", None) or type(mixer).__name__
 

@@ -81,3 +81,5 @@ def test_a_config_or_name_selects_a_registered_mixer():
   assert report["chunk_vs_recurrent"].error < 1e-5
   with pytest.raises(ValueError, match="unknown check.*valid: forward"):
     mixers.check_mixer("gla", checks=("forwards",))
+  with pytest.raises(ValueError, match="got a built RunningSum: pass its class"):
+    mixers.check_mixer(RunningSum(rngs=nnx.Rngs(0)))
