@@ -232,7 +232,7 @@ def main(argv):
     sys.exit(f"error: {e}")
   if unexpected:
     raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
-  if FLAGS.generate > 0:
+  if getattr(FLAGS, "generate", 0) > 0:
     try:  # before restoring: a bad value is one line at once
       model_lib.check_sampling(FLAGS.temperature, FLAGS.top_k, FLAGS.top_p)
     except ValueError as e:
