@@ -2,6 +2,7 @@
 import dataclasses
 import importlib.util
 import os
+import types
 
 import jax
 import jax.numpy as jnp
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from linear_seq import evaluate
 from linear_seq import model as model_lib
 from linear_seq import optim
 from linear_seq.mixers import RandomProjection
@@ -205,6 +207,14 @@ def test_sampling_draws_only_from_the_kept_set_and_greedy_at_temperature_zero():
                                               (1.0, 0, 0.75, [{1, 3}, {0, 1, 2}]), (0.0, 0, 0.75, [{1}, {0}])):
     tokens = np.asarray(draw(logits, keys, jnp.float32(temperature), jnp.int32(top_k), jnp.float32(top_p)))
     assert [set(tokens[:, b].tolist()) for b in range(2)] == expected, (temperature, top_k, top_p)
+
+
+def test_evaluate_refuses_bad_sampling_values_before_restoring(monkeypatch):
+  monkeypatch.setattr(evaluate, "restore", lambda *args: pytest.fail("restored"))
+  monkeypatch.setattr(evaluate, "FLAGS", types.SimpleNamespace(workdir="w", step=None, generate=5, temperature=1.0,
+                                                               top_k=0, top_p=0.0))
+  with pytest.raises(SystemExit, match=r"error: top_p must be in \(0, 1\]"):
+    evaluate.main(["evaluate"])
 
 
 def test_state_size_values():
