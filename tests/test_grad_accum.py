@@ -1,16 +1,13 @@
 """train.grad_accum_steps: N micro-batches give the one-pass loss, gradients and AdamW update (micro-batches
-weighted by their loss-token counts) to float32 rounding; exact resume stays bitwise; bad values are config errors. (Data and sequence
-parallelism: tests/test_seq_parallel_train.py, on 4 fake devices.)"""
-import os
-import shutil
+weighted by their loss-token counts) to float32 rounding; bad values are config errors. Exact resume with
+accumulation: tests/test_train.py (its runs use 2 micro-batches); data and sequence parallelism:
+tests/test_seq_parallel_train.py, on 4 fake devices."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from linear_seq import config_lib
-from linear_seq import metrics
 from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import train
@@ -64,20 +61,6 @@ def test_micro_batches_give_the_one_pass_step():
   means = [float(mean_loss(state["params"], state["rest"], {k: v[i::4] for k, v in b.items()}, static.graphdef)[0])
            for i in range(4)]
   assert abs(np.mean(means) - float(loss1)) > 100 * LOSS_TOL * abs(float(loss1))
-
-
-def test_exact_resume_with_accumulation(tmp_path):
-  """2 steps + restart + 2 steps == 4 steps straight, bitwise, with grad_accum_steps = 2."""
-  config = config_lib.load_sibling(os.path.join(os.path.dirname(DEFAULT_CONFIG), "mqar.py"), "mqar")
-  config = config_lib.apply_overrides(config.get_config("tiny=True"), {"train.grad_accum_steps": 2,
-                                                                      "train.log_every": 1})
-  straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
-  train.train_and_evaluate(config, straight)
-  shutil.copytree(straight, resumed)
-  shutil.rmtree(os.path.join(resumed, "checkpoints", "4"))
-  train.train_and_evaluate(config, resumed)
-  lines = lambda w: [(r["step"], r["train_loss"]) for r in metrics.read_metrics(w) if "train_loss" in r]  # noqa: E731
-  assert len(lines(straight)) == 4 and lines(resumed) == lines(straight)
 
 
 @pytest.mark.parametrize("n, message", [
