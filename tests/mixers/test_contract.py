@@ -5,10 +5,10 @@ import jax.numpy as jnp
 import pytest
 from flax import nnx
 
+from linear_seq import config_lib
 from linear_seq import mixers
 from linear_seq.mixers import segments
 from linear_seq.mixers.contract import CHECKS
-from linear_seq import config_lib
 from tests.helpers import DEFAULT_CONFIG
 
 

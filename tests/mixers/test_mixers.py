@@ -4,9 +4,6 @@ prefill + steps == one pass, packed documents, bf16, chunk == recurrent.
 One check_mixer report per mixer configuration (one jitted forward per configuration: compiles dominate the
 runtime on CPU), whose checks the tests assert one by one.
 """
-import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
 from flax import nnx
 
