@@ -7,6 +7,8 @@ y_t = W_o (σ(W_g x_t) ⊙ S_t), S_t = a_h S_{t−1} + (1 − a_h) W_v x_t per h
 one call to ops.linear_recurrence with K = 1 (q = 1, k = 1 − a). A mixer needs `from_config(cfg, rngs=)`,
 `__call__(x, *, state=None, segment_ids=None) -> (y, state)`, `init_state(batch, max_len)` and
 `state_size(seq_len)`; resetting the state where segment_ids changes keeps packed documents apart.
+`linear_seq.mixers.check_mixer(EMAMixer)` checks it against the contract of the built-in mixers; run this file
+(`PYTHONPATH=. python examples/my_mixer.py`) to print that report.
 """
 import jax
 import jax.numpy as jnp
@@ -55,3 +57,7 @@ class EMAMixer(nnx.Module):
                                           initial_state=state, mode="chunk", chunk_size=16)
     y_BTD = o_BTHV.reshape(B, T, D).astype(x_BTD.dtype) * jax.nn.sigmoid(self.gate(x_BTD))
     return self.out(y_BTD), state
+
+
+if __name__ == "__main__":
+  print(linear_seq.mixers.check_mixer(EMAMixer))

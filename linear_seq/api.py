@@ -2,7 +2,7 @@
 
   import linear_seq
   run = linear_seq.load("runs/default")                 # latest checkpoint (step=S for another)
-  print("ROMEO:" + run.generate("ROMEO:", 200, temperature=0.8))
+  print("ROMEO:" + run.generate("ROMEO:", 200, temperature=0.8, top_p=0.9))   # also top_k=40
   logits = run.logits("To be, or not")                  # [T, V] float32 (a str is encoded after BOS)
   print(run.evaluate()["bits_per_byte"])                # the eval.json dict; the only call that reads data
 
@@ -57,12 +57,14 @@ class Run:
     return (ids[None] if ids.ndim == 1 else ids), ids.ndim == 1
 
   def generate(self, prompt: Union[str, Ids], num_tokens: int, temperature: float = 1.0,
-               seed: int = 0) -> Union[str, np.ndarray]:
-    """The continuation of `prompt` (num_tokens sampled tokens; temperature 0 = greedy), decoded with the
-    recurrent state. A str prompt (BOS is prepended) gives a str; ids [T] or [B, T] (used as given) give
-    the new ids, int32 [num_tokens] or [B, num_tokens]."""
+               seed: int = 0, *, top_k: int = 0, top_p: float = 1.0) -> Union[str, np.ndarray]:
+    """The continuation of `prompt` (num_tokens sampled tokens; temperature 0 = greedy; top_k > 0 samples among
+    the k most likely tokens, top_p < 1 among the nucleus of that probability, both composable:
+    model.filter_logits), decoded with the recurrent state. A str prompt (BOS is prepended) gives a str; ids
+    [T] or [B, T] (used as given) give the new ids, int32 [num_tokens] or [B, num_tokens]."""
     ids, single = self._ids(prompt)
     out = np.asarray(model_lib.generate(self.model, ids, int(num_tokens), temperature=float(temperature),
+                                        top_k=top_k, top_p=float(top_p),
                                         key=jax.random.key(seed)))[:, ids.shape[1]:]
     if isinstance(prompt, str):
       return self.tokenizer.decode(out[0])

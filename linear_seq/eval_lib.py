@@ -1,7 +1,8 @@
 """Evaluation over a split: weighted loss (nats/token), perplexity, bits per byte (text), accuracy (synthetic).
 
 The validation iterator walks the whole split once in non-overlapping windows of eval.seq_len tokens (the last
-partial batch padded with weight 0), or its first eval.max_batches batches when that cap is set. The per-batch
+partial batch padded with weight 0), or its first eval.max_batches batches when that cap is set (the evaluations
+during training before its last step: at most eval.interim_max_batches batches when that is set). The per-batch
 sums stay on the device: they are added there in float32 with compensated (Neumaier) summation, which keeps
 float64-like accuracy over many batches, and come to the host once at the end (no round trip per batch).
 """
@@ -54,11 +55,14 @@ def _accumulate(acc, sums):
 
 
 def run_eval(state: steps.State, static: steps.Static, config: ml_collections.ConfigDict,
-             info: Any, *, split: str = "validation", position_loss: bool = False) -> dict[str, Any]:
+             info: Any, *, split: str = "validation", position_loss: bool = False,
+             interim: bool = False) -> dict[str, Any]:
   """-> {eval_loss, perplexity, bits_per_byte (text) | accuracy (synthetic), eval_tokens, eval_batches
-  [, position_loss: list per position]}."""
+  [, position_loss: list per position]}. interim: an evaluation during training before its last step, which also
+  stops at eval.interim_max_batches batches when that is set (every evaluation stops at eval.max_batches if set)."""
   sharding.check_batch_size(int(config.eval.batch_size), static.mesh, "eval.batch_size")
-  max_batches = int(config.eval.max_batches)
+  caps = [int(config.eval.max_batches)] + ([int(config.eval.get("interim_max_batches", 0))] if interim else [])
+  max_batches = min([c for c in caps if c], default=0)
   acc = None  # (total, compensation) on the device
   batches = 0
   for local in make_eval_iterator(config, split):

@@ -1,6 +1,7 @@
 """Evaluates a workdir's checkpoint with its saved config; writes and prints DIR/eval.json (process 0 only).
 
-  python -m linear_seq.evaluate --workdir=runs/default [--step=S] [--generate=200 --prompt='ROMEO:'] \
+  python -m linear_seq.evaluate --workdir=runs/default [--step=S] [--generate=200 --prompt='ROMEO:' \
+      --temperature=0.8 --top_k=0 --top_p=1.0] \
       [--config.eval.seq_len=1024  (writes eval_validation_T1024.json)] [--output=PATH] [--position_loss]
 
 Outputs are never replaced silently: the default evaluation (the validation split at the saved config's
@@ -62,6 +63,9 @@ def define_flags() -> None:
   flags.DEFINE_integer("generate", 0, "Print this many sampled tokens after --prompt.")
   flags.DEFINE_string("prompt", "ROMEO:", "Prompt for --generate (text datasets; synthetic: a validation prefix).")
   flags.DEFINE_float("temperature", 0.8, "Sampling temperature for --generate (0 = greedy).")
+  flags.DEFINE_integer("top_k", 0, "--generate samples among the top_k most likely tokens (0 = all).")
+  flags.DEFINE_float("top_p", 1.0, "--generate samples from the nucleus of this probability (1 = all; after "
+                     "--top_k).")
   flags.DEFINE_integer("seed", 0, "Sampling seed for --generate.")
   cli.define_verbose_flag()
   cli.define_dry_run_flag()
@@ -183,8 +187,10 @@ def _training_speed(workdir: str, step: int) -> dict[str, float]:
   return out
 
 
-def sample(r: Restored, n: int, *, prompt: str = "", temperature: float = 0.8, seed: int = 0) -> str:
-  """Decodes n tokens after `prompt` with the recurrent state (model_lib.generate); returns prompt + sample as
+def sample(r: Restored, n: int, *, prompt: str = "", temperature: float = 0.8, seed: int = 0, top_k: int = 0,
+           top_p: float = 1.0) -> str:
+  """Decodes n tokens after `prompt` with the recurrent state (model_lib.generate: temperature, top_k, top_p
+  composable); returns prompt + sample as
   text (text datasets) or as token ids (synthetic tasks: the prompt is the first validation example's first
   half)."""
   lm = steps.merge(r.static, r.state)
@@ -196,7 +202,8 @@ def sample(r: Restored, n: int, *, prompt: str = "", temperature: float = 0.8, s
     first = next(iter(eval_lib.make_eval_iterator(r.config)))
     prompt_ids = [int(t) for t in first["inputs"][0, : max(first["inputs"].shape[1] // 2, 1)]]
   prompt_BT = np.asarray([prompt_ids], np.int32)
-  tokens = np.asarray(model_lib.generate(lm, prompt_BT, n, temperature=temperature, key=jax.random.key(seed)))
+  tokens = np.asarray(model_lib.generate(lm, prompt_BT, n, temperature=temperature, top_k=top_k, top_p=top_p,
+                                         key=jax.random.key(seed)))
   new = tokens[0, len(prompt_ids):].tolist()
   if r.info.kind == "text":
     return prompt + tok.decode(new)
@@ -260,6 +267,11 @@ def main(argv):
         config_lib.apply_overrides(config_lib.load_config(FLAGS.workdir), overrides)
     cli.exit_if_dry_run(f"would evaluate {FLAGS.workdir} (step {FLAGS.step or 'latest'}, split {FLAGS.split}"
                         + (f", overrides {overrides}" if overrides else "") + ")")
+  if getattr(FLAGS, "generate", 0) > 0:
+    try:  # before restoring: a bad value is one line at once
+      model_lib.check_sampling(FLAGS.temperature, FLAGS.top_k, FLAGS.top_p)
+    except ValueError as e:
+      sys.exit(f"error: {e}")
   sharding.maybe_initialize_distributed()  # before any other JAX call
   metrics_lib.quiet_library_logs()
   workdir = FLAGS.workdir
@@ -290,9 +302,12 @@ def main(argv):
     if replaced is not None:
       print(f"replaced {output} (was: {replaced})", file=sys.stderr)
   if FLAGS.generate > 0:
-    text = sample(restored, FLAGS.generate, prompt=FLAGS.prompt, temperature=FLAGS.temperature, seed=FLAGS.seed)
+    text = sample(restored, FLAGS.generate, prompt=FLAGS.prompt, temperature=FLAGS.temperature, seed=FLAGS.seed,
+                  top_k=FLAGS.top_k, top_p=FLAGS.top_p)
     if is_primary:
-      print(f"--- sample ({FLAGS.generate} tokens, temperature {FLAGS.temperature}) ---\n{text}")
+      extra = ((f", top_k {FLAGS.top_k}" if FLAGS.top_k else "") +
+               (f", top_p {FLAGS.top_p}" if FLAGS.top_p < 1 else ""))
+      print(f"--- sample ({FLAGS.generate} tokens, temperature {FLAGS.temperature}{extra}) ---\n{text}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Training metrics: workdir/metrics.jsonl, TensorBoard event files (tensorboardX, no TensorFlow) and progress
 output — a tqdm bar on an interactive terminal, plain log lines otherwise.
 
+TensorBoard events go to workdir/tensorboard/<run>, <run> the workdir's folder name, so `tensorboard --logdir`
+on a folder of workdirs (or on one workdir) names every run after its workdir.
 TensorBoard tags are grouped: train/loss, train/learning_rate, train/grad_norm, train/tokens_per_sec, ...;
 eval/loss, eval/bits_per_byte, eval/accuracy. Every line also goes to the log (with the bar, printed above
 it) as `step 50/400 (12%, ETA 1m05s): train_loss=...`; the ETA is measured from the end of the first step,
@@ -179,8 +181,7 @@ class MetricsWriter:
       logging.info("dropped %d metrics lines past the restored step %d", dropped, start_step)
     self._file = open(self.path, "a")
     self._file_error_warned = False
-    self._tb = _BackgroundTensorBoard(os.path.join(workdir, TENSORBOARD_DIR),
-                                      purge_step=start_step + 1 if start_step else None)
+    self._tb = _BackgroundTensorBoard(tensorboard_dir(workdir), purge_step=start_step + 1 if start_step else None)
     if progress is None:
       progress = sys.stderr.isatty()
     if progress and total_steps:
@@ -241,6 +242,11 @@ class MetricsWriter:
     if self._bar is not None:
       self._bar.close()
       self._bar = None
+
+
+def tensorboard_dir(workdir: str) -> str:
+  """workdir/tensorboard/<the workdir's folder name>: TensorBoard names the run after the directory it is in."""
+  return os.path.join(workdir, TENSORBOARD_DIR, os.path.basename(os.path.abspath(workdir)) or "run")
 
 
 def tensorboard_tag(key: str, is_eval: bool) -> str:

@@ -3,7 +3,7 @@
   cfg = ModelConfig.from_config(config.model, vocab_size=V)
   lm = LM(cfg, rngs=nnx.Rngs(seed))
   logits [B,T,V] f32, state = lm(tokens [B,T], *, segment_ids=None, state=None)
-  tokens [B,T0+n] = generate(lm, prompt [B,T0], n, temperature=1.0, key=key)
+  tokens [B,T0+n] = generate(lm, prompt [B,T0], n, temperature=1.0, top_k=0, top_p=1.0, key=key)
 
 Blocks are pre-norm: x += mixer(conv(norm(x))); x += MLP(norm(x)), norm RMSNorm or LayerNorm (model.norm).
 The short conv (conv_width > 0) sits on the block input (conv_on='input') or, with conv_on='qkv', inside
@@ -313,31 +313,67 @@ class LM(nnx.Module):
 # ------------------------------------------------------------------------------------------------
 # Generation.
 
-def _sample(logits_BV, key, temperature):
-  """Greedy where temperature == 0, else a sample of softmax(logits / temperature) (traced scalar)."""
+def filter_logits(logits_BV, temperature, top_k=0, top_p=1.0) -> jax.Array:
+  """The sampling distribution's logits: logits / temperature, then −inf outside the kept set.
+
+  top_k > 0 keeps the k largest logits (a tie with the k-th largest is kept too); top_p < 1 then keeps the
+  smallest set of the largest remaining ones whose probability (softmax of the kept, temperature-scaled logits)
+  reaches top_p: a token is kept when the tokens before it in descending order (ties in index order) hold less
+  than top_p. The largest logit is always kept. top_k = 0 and top_p = 1 keep everything. Scalars may be traced.
+  """
+  logits_BV = jnp.asarray(logits_BV, jnp.float32) / jnp.maximum(temperature, 1e-6)
+  V = logits_BV.shape[-1]
+  order_BV = jnp.argsort(-logits_BV, axis=-1, stable=True)                    # descending, ties by index
+  sorted_BV = jnp.take_along_axis(logits_BV, order_BV, axis=-1)
+  k = jnp.where(top_k > 0, jnp.minimum(top_k, V), V)
+  kth_B1 = jnp.take_along_axis(sorted_BV, jnp.broadcast_to(k - 1, sorted_BV.shape[:-1])[..., None], axis=-1)
+  sorted_BV = jnp.where(sorted_BV >= kth_B1, sorted_BV, -jnp.inf)
+  probs_BV = jax.nn.softmax(sorted_BV, axis=-1)
+  before_BV = jnp.cumsum(probs_BV, axis=-1) - probs_BV                          # mass strictly before each token
+  keep_sorted_BV = (sorted_BV > -jnp.inf) & ((before_BV < top_p) | (top_p >= 1.0))
+  keep_sorted_BV = keep_sorted_BV.at[..., 0].set(True)
+  keep_BV = jnp.take_along_axis(keep_sorted_BV, jnp.argsort(order_BV, axis=-1), axis=-1)  # back to vocab order
+  return jnp.where(keep_BV, logits_BV, -jnp.inf)
+
+
+def _sample(logits_BV, key, temperature, top_k, top_p):
+  """Greedy where temperature == 0, else a sample of the filtered distribution (filter_logits; traced scalars)."""
   greedy = jnp.argmax(logits_BV, axis=-1)
-  sampled = jax.random.categorical(key, logits_BV / jnp.maximum(temperature, 1e-6), axis=-1)
+  sampled = jax.random.categorical(key, filter_logits(logits_BV, temperature, top_k, top_p), axis=-1)
   return jnp.where(temperature == 0, greedy, sampled).astype(jnp.int32)
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "n"))
-def _generate(graphdef, params, prompt_BT, state, key, temperature, *, n: int):
+def _generate(graphdef, params, prompt_BT, state, key, temperature, top_k, top_p, *, n: int):
   lm = nnx.merge(graphdef, params)
   keys = jax.random.split(key, n)
   logits, state = lm(prompt_BT, state=state)           # prefill: the parallel/chunk form
-  first = _sample(logits[:, -1], keys[0], temperature)
+  first = _sample(logits[:, -1], keys[0], temperature, top_k, top_p)
 
   def step(carry, key):
     token_B, state = carry
     logits, state = lm(token_B[:, None], state=state)  # one token with the recurrent state
-    return (_sample(logits[:, -1], key, temperature), state), token_B
+    return (_sample(logits[:, -1], key, temperature, top_k, top_p), state), token_B
 
   (last, _), tokens_NB = jax.lax.scan(step, (first, state), keys[1:])
   return jnp.concatenate([prompt_BT, tokens_NB.T, last[:, None]], axis=1)
 
 
-def generate(lm: LM, prompt, n: int, *, temperature: float = 1.0, key=None) -> jax.Array:
-  """Continues prompt int [B,T0] by n tokens -> [B,T0+n] int32; temperature 0 = greedy (argmax).
+def check_sampling(temperature: float, top_k: int = 0, top_p: float = 1.0) -> None:
+  """ValueError unless temperature >= 0, top_k an integer >= 0 and 0 < top_p <= 1."""
+  if not temperature >= 0:
+    raise ValueError(f"temperature must be >= 0, got {temperature}")
+  if isinstance(top_k, bool) or int(top_k) != top_k or top_k < 0:
+    raise ValueError(f"top_k must be an integer >= 0 (0 = no top-k), got {top_k}")
+  if not 0 < top_p <= 1:
+    raise ValueError(f"top_p must be in (0, 1] (1 = no nucleus filter), got {top_p}")
+
+
+def generate(lm: LM, prompt, n: int, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+             key=None) -> jax.Array:
+  """Continues prompt int [B,T0] by n tokens -> [B,T0+n] int32; temperature 0 = greedy (argmax), else samples
+  softmax(logits / temperature) restricted to the top_k largest logits (0 = all) and then to the nucleus of
+  probability top_p (1 = all): filter_logits. Changing the three values does not recompile.
 
   Prefills the prompt in one parallel pass, then decodes one token per step with the recurrent state
   (O(1) memory per token for linear mixers and S4, a KV cache of T0+n slots for softmax), all in one
@@ -348,12 +384,12 @@ def generate(lm: LM, prompt, n: int, *, temperature: float = 1.0, key=None) -> j
     raise ValueError(f"prompt has shape {list(prompt.shape)}, expected [B, T0] with T0 >= 1")
   if n <= 0:
     return prompt
-  if temperature < 0:
-    raise ValueError(f"temperature must be >= 0, got {temperature}")
+  check_sampling(temperature, top_k, top_p)
   if key is None:
     if temperature:
       raise ValueError("sampling with temperature > 0 needs a PRNG key")
     key = jax.random.key(0)
   graphdef, params = nnx.split(lm)
   state = lm.init_state(prompt.shape[0], prompt.shape[1] + n)
-  return _generate(graphdef, params, prompt, state, key, jnp.float32(temperature), n=n)
+  return _generate(graphdef, params, prompt, state, key, jnp.float32(temperature), jnp.int32(top_k),
+                   jnp.float32(top_p), n=n)

@@ -58,7 +58,8 @@ def setup(config: ml_collections.ConfigDict, vocab_size: int, mesh: jax.sharding
   shardings = sharding.state_shardings(abstract, mesh, bool(config.train.fsdp))
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   n = int(config.train.get("loss_positions", 0))
-  train_fn = functools.partial(train_step, graphdef=graphdef, tx=tx, loss_positions=n)
+  train_fn = functools.partial(train_step, graphdef=graphdef, tx=tx, loss_positions=n,
+                               accum_steps=int(config.train.get("grad_accum_steps", 1)))
   eval_fn = functools.partial(eval_step, graphdef=graphdef, loss_positions=n)
   train = jax.jit(train_fn, donate_argnames=("state",),
                   out_shardings=(shardings, {"loss": replicated, "grad_norm": replicated}))
@@ -129,12 +130,43 @@ def _loss(params, rest, batch, graphdef, loss_positions: int = 0):
   return terms["nll"] / jnp.maximum(terms["weight"], 1.0), terms
 
 
+def loss_and_grads(params, rest, batch: dict[str, jax.Array], graphdef, loss_positions: int = 0,
+                   accum_steps: int = 1):
+  """(the weighted mean loss over the batch, its gradients wrt params).
+
+  accum_steps = N > 1: gradient accumulation. The batch's B rows run as N micro-batches of B/N rows (row r in
+  micro-batch r mod N, so each one takes B/N/D rows of every data shard and nothing moves between devices) in a
+  lax.scan: their summed nll and gradients of the summed nll are added up and divided once by the batch's total
+  weight. That is the one-pass mean over all loss tokens (micro-batches weighted by their loss-token counts),
+  equal to float32 rounding, with the activations of one micro-batch in memory.
+  """
+  if accum_steps == 1:
+    (loss, _), grads = jax.value_and_grad(_loss, has_aux=True)(params, rest, batch, graphdef, loss_positions)
+    return loss, grads
+
+  def nll_sum(params, micro):
+    terms = _forward(graphdef, params, rest, micro, loss_positions)
+    return terms["nll"], terms["weight"]
+
+  def add(carry, micro):
+    nll, weight, grads = carry
+    (n, w), g = jax.value_and_grad(nll_sum, has_aux=True)(params, micro)
+    return (nll + n, weight + w, jax.tree.map(jnp.add, grads, g)), None
+
+  micro_batches = jax.tree.map(
+      lambda a: jnp.moveaxis(a.reshape(a.shape[0] // accum_steps, accum_steps, *a.shape[1:]), 1, 0), batch)
+  zero = jnp.zeros((), jnp.float32)
+  (nll, weight, grads), _ = jax.lax.scan(add, (zero, zero, jax.tree.map(jnp.zeros_like, params)), micro_batches)
+  weight = jnp.maximum(weight, 1.0)
+  return nll / weight, jax.tree.map(lambda g: g / weight, grads)
+
+
 def train_step(state: State, batch: dict[str, jax.Array], *, graphdef, tx: optax.GradientTransformation,
-               loss_positions: int = 0):
+               loss_positions: int = 0, accum_steps: int = 1):
   """One AdamW step on the weighted mean loss over the global batch -> (new state, {loss, grad_norm}).
-  loss_positions > 0: the head only at each row's weighted positions (weighted_positions; the same loss)."""
-  (loss, _), grads = jax.value_and_grad(_loss, has_aux=True)(state["params"], state["rest"], batch, graphdef,
-                                                             loss_positions)
+  loss_positions > 0: the head only at each row's weighted positions (weighted_positions; the same loss).
+  accum_steps > 1: the gradients accumulated over that many micro-batches (loss_and_grads; the same step)."""
+  loss, grads = loss_and_grads(state["params"], state["rest"], batch, graphdef, loss_positions, accum_steps)
   updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
   new = {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
          "rest": state["rest"], "opt_state": opt_state}

@@ -118,6 +118,18 @@ def make_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
   return mesh
 
 
+def _check_micro_batch(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> None:
+  """train.grad_accum_steps = N must split data.batch_size into N micro-batches that split over the data axis."""
+  n, batch = int(config.train.get("grad_accum_steps", 1)), int(config.data.batch_size)
+  if n > 1:
+    if batch % n:
+      raise validation.ConfigError(f"train.grad_accum_steps={n} must divide data.batch_size={batch}")
+    try:
+      sharding.check_batch_size(batch // n, mesh, f"data.batch_size / train.grad_accum_steps = {batch}/{n}")
+    except ValueError as e:
+      raise validation.ConfigError(str(e)) from e
+
+
 def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
   try:
     saved = config_lib.load_saved(workdir)
@@ -172,6 +184,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
   info = validation.check_config(config)
   mesh = make_mesh(config)
   sharding.check_batch_size(int(config.data.batch_size), mesh)
+  _check_micro_batch(config, mesh)
   sharding.check_batch_size(int(config.eval.batch_size), mesh, "eval.batch_size")
   is_primary = jax.process_index() == 0
   static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
@@ -228,7 +241,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
   try:
     if start and (start % config.train.eval_every == 0 or start == num_steps) and not _evaluated(workdir, start):
       logging.info("step %d was checkpointed but not evaluated (interrupted): evaluating it now", start)
-      line = _eval_line(state, static, config, info, start)
+      line = _eval_line(state, static, config, info, start, interim=start != num_steps)
       writer.write(start, line)
       final.update(line)
     for step in range(start + 1, num_steps + 1):
@@ -276,7 +289,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
         raise Preempted(f"stopped by {stop} after step {step}: its checkpoint is saved in "
                         f"{os.path.join(ckpt.directory, str(step))}; rerun the same command to resume")
       if do_eval:
-        line = _eval_line(state, static, config, info, step)
+        line = _eval_line(state, static, config, info, step, interim=not is_last)
         writer.write(step, line)
         final.update(line)
       paused += time.perf_counter() - tic  # evaluation and saving are not training throughput
@@ -294,19 +307,20 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
   return final
 
 
-def _eval_line(state, static, config, info, step: int) -> dict[str, float]:
-  """eval_loss and bits_per_byte | eval_accuracy at eval.seq_len, then the same with a _T<L> suffix at each of
-  eval.lengths."""
+def _eval_line(state, static, config, info, step: int, *, interim: bool = False) -> dict[str, float]:
+  """eval_loss, eval_tokens and bits_per_byte | eval_accuracy at eval.seq_len, then the same with a _T<L> suffix
+  at each of eval.lengths; interim (before the last step): each capped at eval.interim_max_batches."""
   line = {}
   for length in (None,) + eval_lib.eval_lengths(config):
     at = config if length is None else config_lib.apply_overrides(config, {"eval.seq_len": length})
     try:
       with jax.set_mesh(static.mesh):   # the mixers' op calls find the seq axis here (mixers/seq_shard.py)
-        result = eval_lib.run_eval(state, static, at, info)
+        result = eval_lib.run_eval(state, static, at, info, interim=interim)
     except ValueError as e:  # e.g. a validation split that gives no tokens: a config problem, one line
       raise validation.ConfigError(f"evaluation at step {step} failed: {e}") from e
     suffix = "" if length is None else f"_T{length}"
     line[f"eval_loss{suffix}"] = result["eval_loss"]
+    line[f"eval_tokens{suffix}"] = result["eval_tokens"]
     line.update({f"bits_per_byte{suffix}": result["bits_per_byte"]} if "bits_per_byte" in result
                 else {f"eval_accuracy{suffix}": result["accuracy"]})
   return line

@@ -84,8 +84,11 @@ def tiny(name: str, **overrides) -> ml_collections.ConfigDict:
 
 
 def mqar(**overrides) -> ml_collections.ConfigDict:
-  """tiny('mqar') logging every step (tests/test_train.py's and test_faults.py's runs share its compiled steps)."""
-  return tiny("mqar", **{"train.log_every": 1, **overrides})
+  """mqar tiny=True, a train line every step, the evaluation before the last on 1 batch, and its batches of 8 as 2
+  micro-batches (train.grad_accum_steps: test_exact_resume then checks that resuming stays bitwise with it);
+  tests/test_train.py's and test_faults.py's runs share its compiled steps."""
+  return tiny("mqar", **{"train.log_every": 1, "eval.interim_max_batches": 1, "train.grad_accum_steps": 2,
+                         **overrides})
 
 
 def rel_rms(a, b) -> float:

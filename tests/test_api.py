@@ -86,6 +86,8 @@ def test_load_needs_only_the_workdir_and_uses_every_method(trained, caplog, tmp_
     assert isinstance(text, str) and text == run.tokenizer.decode(greedy)
     sampled = run.generate(prompt, 4, temperature=1.0, seed=1)   # (same shapes: no new compile)
     assert sampled == run.generate(prompt, 4, temperature=1.0, seed=1)
+    assert run.generate(prompt, 4, temperature=1.0, seed=1, top_k=1) == text  # only the argmax left: greedy
+    assert run.generate(prompt, 4, temperature=1.0, seed=1, top_k=3, top_p=1e-6) == text
     np.testing.assert_array_equal(run.generate([ids, ids], 4, temperature=0), [greedy, greedy])
     with pytest.raises(ValueError, match="not a folder"):
       run.evaluate()  # only evaluate reads the data

@@ -48,9 +48,10 @@ def test_train_then_evaluate_with_a_sample(tmp_path):
                               "--config.train.num_steps=2"))
   assert code == 0, err[-3000:]
   assert json.load(open(os.path.join(workdir, "config.json")))["train"]["num_steps"] == 2
-  code, out, err = finish(start("evaluate", f"--workdir={workdir}", "--generate=4", "--temperature=0"))
+  code, out, err = finish(start("evaluate", f"--workdir={workdir}", "--generate=4", "--temperature=0", "--top_k=3",
+                                "--top_p=0.9"))
   assert code == 0, err[-3000:]
   result = json.load(open(os.path.join(workdir, "eval.json")))
   assert result["step"] == 2 and 0 <= result["accuracy"] <= 1 and result["num_params"] > 0
   assert json.loads(out[:out.index("--- sample")]) == result
-  assert "sample:" in out.split("--- sample", 1)[1]
+  assert "sample:" in out.split("--- sample", 1)[1] and "temperature 0.0, top_k 3, top_p 0.9" in out

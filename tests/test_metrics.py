@@ -21,7 +21,9 @@ def test_writer_jsonl_tensorboard_and_truncation_on_resume(tmp_path):
   path = os.path.join(workdir, metrics.METRICS_FILE)
   assert [r["step"] for r in lines(path)] == [1, 2, 3, 4, 4]
   assert lines(path)[-1]["eval_loss"] == "nan"  # strict JSON
-  assert any(f.startswith("events.out.tfevents") for f in os.listdir(os.path.join(workdir, "tensorboard")))
+  run_dir = os.path.join(workdir, "tensorboard", os.path.basename(workdir))  # the run named after its workdir
+  assert metrics.tensorboard_dir(workdir) == run_dir
+  assert any(f.startswith("events.out.tfevents") for f in os.listdir(run_dir))
   with open(path, "a") as f:
     f.write('{"step": 5, "train_lo')  # a line cut short by a crash
   w = metrics.MetricsWriter(workdir, start_step=2, total_steps=4, progress=False)  # resumed at step 2

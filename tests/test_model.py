@@ -2,6 +2,7 @@
 import dataclasses
 import importlib.util
 import os
+import types
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +11,7 @@ import pytest
 from flax import nnx
 
 from linear_seq import mixers
+from linear_seq import evaluate
 from linear_seq import model as model_lib
 from linear_seq import optim
 from linear_seq.mixers import RandomProjection
@@ -160,12 +162,72 @@ def test_generate_sampling_and_errors(hybrid):
   assert not np.array_equal(a, c)  # 8 sampled tokens from near-uniform logits: differ for another key
   with pytest.raises(ValueError, match="expected \\[B, T0\\]"):
     model_lib.generate(hybrid, jnp.ones((3,), jnp.int32), 2)
+  # top_k=1 or a tiny top_p leave only the argmax: sampling then equals greedy decoding (traced: no new compile).
+  greedy = model_lib.generate(hybrid, prompt, 4, temperature=0.0)
+  for kw in (dict(top_k=1), dict(top_p=1e-6), dict(top_k=5, top_p=1e-6)):
+    np.testing.assert_array_equal(model_lib.generate(hybrid, prompt, 4, temperature=1.0, key=jax.random.key(2),
+                                                     **kw), greedy, err_msg=str(kw))
   with pytest.raises(ValueError, match="temperature must be >= 0"):
     model_lib.generate(hybrid, prompt, 2, temperature=-1.0)
+  for kw, message in ((dict(top_k=-1), "top_k must be an integer >= 0"), (dict(top_k=1.5), "top_k must be"),
+                      (dict(top_p=0.0), "top_p must be in \\(0, 1\\]"), (dict(top_p=1.5), "top_p must be in")):
+    with pytest.raises(ValueError, match=message):
+      model_lib.generate(hybrid, prompt, 2, temperature=1.0, key=jax.random.key(0), **kw)
   with pytest.raises(ValueError, match="needs a PRNG key"):
     model_lib.generate(hybrid, prompt, 2, temperature=1.0)
   with pytest.raises(ValueError, match="state has 1 layers, the model 5"):
     hybrid(prompt, state=[{}])
+
+
+_filter_logits = jax.jit(model_lib.filter_logits)  # the scalars traced, as in generate: one compile per shape
+
+
+def kept_sets(logits, temperature, top_k=0, top_p=1.0) -> list[set[int]]:
+  """The token ids filter_logits keeps, per row."""
+  out = _filter_logits(logits, jnp.float32(temperature), jnp.int32(top_k), jnp.float32(top_p))
+  return [set(np.flatnonzero(np.isfinite(row)).tolist()) for row in np.asarray(out)]
+
+
+def test_filter_logits_keeps_exactly_the_top_k_and_nucleus_sets():
+  logits = jnp.log(jnp.asarray([[0.05, 0.5, 0.15, 0.3],     # descending: 1 (0.5), 3 (0.3), 2 (0.15), 0 (0.05)
+                                [0.25, 0.25, 0.4, 0.1],     # 2 (0.4), then a tie 0, 1 (0.25), then 3
+                                [0.4, 0.3, 0.2, 0.1]]))
+  everything = [{0, 1, 2, 3}] * 3
+  assert kept_sets(logits, temperature=1.0) == everything
+  assert kept_sets(logits, temperature=1.0, top_k=0, top_p=1.0) == everything
+  assert kept_sets(logits, temperature=1.0, top_k=4) == kept_sets(logits, temperature=1.0, top_k=9) == everything
+  assert kept_sets(logits, temperature=1.0, top_k=1) == [{1}, {2}, {0}]
+  assert kept_sets(logits, temperature=1.0, top_k=2) == [{1, 3}, {2, 0, 1}, {0, 1}]  # a tie at the k-th: kept
+  # Nucleus: a token is kept while the mass before it (descending; ties in index order) is < top_p.
+  assert kept_sets(logits, temperature=1.0, top_p=0.3) == [{1}, {2}, {0}]
+  assert kept_sets(logits, temperature=1.0, top_p=0.6) == [{1, 3}, {2, 0}, {0, 1}]
+  assert kept_sets(logits, temperature=1.0, top_p=0.75) == [{1, 3}, {2, 0, 1}, {0, 1, 2}]
+  # Composed: top_k first, then the nucleus of the renormalized rest (row 3 after top_k=3: 0.44, 0.33, 0.22).
+  assert kept_sets(logits, temperature=1.0, top_k=3, top_p=0.75) == [{1, 3}, {2, 0, 1}, {0, 1}]
+  assert kept_sets(logits, temperature=1.0, top_k=2, top_p=0.3) == [{1}, {2}, {0}]
+  # The temperature scales the logits before the nucleus: T=2 flattens row 3 to 0.33, 0.28, 0.23, 0.16.
+  assert kept_sets(logits, temperature=1.0, top_p=0.65)[2] == {0, 1}
+  assert kept_sets(logits, temperature=2.0, top_p=0.65)[2] == {0, 1, 2}
+  out = np.asarray(_filter_logits(logits, jnp.float32(2.0), jnp.int32(2), jnp.float32(0.9)))
+  np.testing.assert_allclose(out[np.isfinite(out)], np.asarray(logits / 2.0)[np.isfinite(out)], rtol=1e-6)
+
+
+def test_sampling_draws_only_from_the_kept_set_and_greedy_at_temperature_zero():
+  logits = jnp.log(jnp.asarray([[0.05, 0.5, 0.15, 0.3], [0.4, 0.3, 0.2, 0.1]]))
+  draw = jax.jit(jax.vmap(model_lib._sample, in_axes=(None, 0, None, None, None)))
+  keys = jax.random.split(jax.random.key(0), 2000)
+  for temperature, top_k, top_p, expected in ((1.0, 2, 1.0, [{1, 3}, {0, 1}]), (1.0, 3, 0.75, [{1, 3}, {0, 1}]),
+                                              (1.0, 0, 0.75, [{1, 3}, {0, 1, 2}]), (0.0, 0, 0.75, [{1}, {0}])):
+    tokens = np.asarray(draw(logits, keys, jnp.float32(temperature), jnp.int32(top_k), jnp.float32(top_p)))
+    assert [set(tokens[:, b].tolist()) for b in range(2)] == expected, (temperature, top_k, top_p)
+
+
+def test_evaluate_refuses_bad_sampling_values_before_restoring(monkeypatch):
+  monkeypatch.setattr(evaluate, "restore", lambda *args: pytest.fail("restored"))
+  monkeypatch.setattr(evaluate, "FLAGS", types.SimpleNamespace(workdir="w", step=None, generate=5, temperature=1.0,
+                                                               top_k=0, top_p=0.0))
+  with pytest.raises(SystemExit, match=r"error: top_p must be in \(0, 1\]"):
+    evaluate.main(["evaluate"])
 
 
 def test_state_size_values():

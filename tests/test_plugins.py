@@ -63,6 +63,14 @@ def test_example_mixer_matches_a_loop_and_resets_at_documents(examples_on_path):
   np.testing.assert_allclose(np.concatenate([y1, y2], 1), np.asarray(y), rtol=1e-5, atol=1e-5)
 
 
+def test_example_mixer_holds_the_mixer_contract(examples_on_path):
+  import my_mixer  # pylint: disable=g-import-not-at-top
+  report = linear_seq.mixers.check_mixer(my_mixer.EMAMixer)   # raises MixerContractError naming a failed check
+  assert report.mixer == "ema" and report.passed
+  assert report["prefill_decode"].error < 1e-5 and report["packed_documents"].error < 1e-5
+  assert report["chunk_vs_recurrent"].passed is None  # one form: skipped, said so
+
+
 def test_example_tokenizer_round_trip(examples_on_path):
   import my_tokenizer  # pylint: disable=g-import-not-at-top
   tok = my_tokenizer.NibbleTokenizer()

@@ -6,7 +6,8 @@ on packed rows whose document boundaries fall inside a shard and at a shard's fi
 a sequence-parallel prefill equals the 1-device prefill + decode (each mixer on one of the two meshes, each mesh
 for some mixers: DECODE); a short train_and_evaluate with mesh.seq=4 gives the 1-device losses (it also checks
 that fresh parameters are the same on any mesh, so the equality cases above initialize once, on one device, and
-reshard); bad meshes (T not splitting, S4 with seq > 1) fail with one clear line.
+reshard); gradient accumulation (train.grad_accum_steps=2, gla) gives the one-pass loss and gradients on both
+meshes (relative 1e-6); bad meshes (T not splitting, S4 with seq > 1) fail with one clear line.
 """
 import json
 import os
@@ -26,6 +27,7 @@ from tests import helpers
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 TOL = 1e-5        # loss (relative)
 GRAD_TOL = 2e-5   # gradients (relative RMS per leaf; the repo's float32 gradient tolerance)
+ACCUM_TOL = 1e-6  # train.grad_accum_steps=2 vs one pass on the same mesh: loss and gradients (relative)
 # mamba2's smallest gradient leaves (dt_bias, A_log: sums over Δ·x with cancellation) measured 1.5e-5 and
 # 2.0e-5 per leaf on seq=4 and 2×2 (float32 rounding of the per-shard sums); its loss agrees to 1e-7.
 GRAD_TOL_MIXER = {"mamba2": 5e-5}
@@ -56,7 +58,7 @@ SCRIPT = textwrap.dedent("""
       config.model.num_layers = 1   # one mixer layer holds every sequence-parallel step; a second only repeats it
       if mixer == "deltanet":
         config.model.delta_gate = "scalar"   # Gated DeltaNet: resets enter its K×K transition products
-      grads, fresh = {}, None
+      grads, fresh, accum = {}, None, {}
       for name, mesh in (("one", sharding.make_mesh(jax.devices()[:1])), ("seq4", sharding.make_mesh(seq=4)),
                          ("data2seq2", sharding.make_mesh(data=2, seq=2))):
         static, _, shardings = steps.setup(config, 258, mesh)
@@ -67,12 +69,21 @@ SCRIPT = textwrap.dedent("""
         with jax.set_mesh(mesh):
           f = jax.jit(jax.value_and_grad(steps._loss, has_aux=True), static_argnums=3)
           (loss, _), g = f(state["params"], state["rest"], sharding.global_batch(batch, mesh), static.graphdef)
+          if mixer == "gla" and name != "one":   # grad_accum_steps=2: micro-batches of 2 rows (1 per data shard on 2x2)
+            fa = jax.jit(steps.loss_and_grads, static_argnums=(3, 4, 5))
+            la, ga = fa(state["params"], state["rest"], sharding.global_batch(batch, mesh), static.graphdef, 0, 2)
+            accum[name] = (float(la), jax.tree.leaves(jax.device_get(ga)), float(loss),
+                           jax.tree.leaves(jax.device_get(g)))
           tokens = None
           if name in ("one", decode[mixer]):
             tokens = np.asarray(model.generate(steps.merge(static, state), inputs[:, :16], 6, temperature=0.0))
         grads[name] = (float(loss), jax.tree.leaves(jax.device_get(g)), tokens)
         print(mixer, name, float(loss), file=sys.stderr, flush=True)
       one = grads.pop("one")
+      for name, (loss, g, loss1, g1) in accum.items():   # vs one pass on the same mesh, and vs one device
+        result[f"{mixer}-{name}-accum2"] = {"loss": abs(loss - loss1) / abs(loss1),
+                                             "grads": max(rel_rms(a, b) for a, b in zip(g, g1)),
+                                             "grads_vs_one_device": max(rel_rms(a, b) for a, b in zip(g, one[1]))}
       for name, (loss, g, tokens) in grads.items():
         result[f"{mixer}-{name}"] = {"loss": abs(loss - one[0]) / abs(one[0]),
                                      "grads": max(rel_rms(a, b) for a, b in zip(g, one[1]))}
@@ -115,6 +126,9 @@ def test_seq_mesh_matches_one_device(tmp_path):
       assert r["loss"] <= TOL and r["grads"] <= GRAD_TOL_MIXER.get(mixer, GRAD_TOL), (mixer, mesh, r)
       if mesh == DECODE[mixer]:
         assert r["decode_equal"], (mixer, mesh, r)
+  for mesh in ("seq4", "data2seq2"):   # gradient accumulation (2 micro-batches; one device: test_grad_accum)
+    r = result[f"gla-{mesh}-accum2"]
+    assert r["loss"] <= ACCUM_TOL and r["grads"] <= ACCUM_TOL and r["grads_vs_one_device"] <= GRAD_TOL, (mesh, r)
   losses = [r["train_loss"] for r in metrics.read_metrics(one) if "train_loss" in r]
   assert len(losses) == 3
   np.testing.assert_allclose(result["train_losses"], losses, rtol=TOL)

@@ -31,7 +31,8 @@ def train_lines(workdir):
 
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory):
-  """4 steps straight (checkpoints at 2 and 4, eval at 2 and 4, a train line every step)."""
+  """4 steps straight (checkpoints at 2 and 4, eval at 2 (1 batch) and 4 (the whole split), a train line every
+  step)."""
   workdir = str(tmp_path_factory.mktemp("straight"))
   final = train.train_and_evaluate(mqar(), workdir)
   return workdir, final
@@ -44,6 +45,8 @@ def test_outputs(straight):
   records = metrics.read_metrics(workdir)
   assert {"step", "train_loss", "learning_rate", "tokens_per_sec", "wall_time"} <= set(records[0])
   assert [r["step"] for r in records if "eval_loss" in r] == [2, 4]
+  # The evaluation before the last step reads eval.interim_max_batches = 1 batch of 8 examples, the last the split (16).
+  assert [r["eval_tokens"] for r in records if "eval_loss" in r] == [8 * 2, 16 * 2]  # num_kv_pairs = 2 answers
   assert all("eval_accuracy" in r for r in records if "eval_loss" in r)
   assert config_lib.load_config(workdir).to_dict() == mqar().to_dict()
 

@@ -11,12 +11,14 @@ short convs and need the block's model.conv_width = 0.
 
 A user's mixer (same interface) registers from its own module: `@linear_seq.mixers.register('mine')` on the
 class, then `--config.imports=my_module --config.model.mixer=mine` (see examples/).
+`check_mixer(name | class | config)` runs the contract the test suite holds every mixer to (mixers/contract.py).
 """
 from linear_seq import checks
 from linear_seq.mixers.deltanet import DeltaNet
 from linear_seq.mixers.deltaproduct import DeltaProduct
 from linear_seq.mixers.gla import GatedLinearAttention
 from linear_seq.mixers.linear import LinearAttention
+from linear_seq.mixers.contract import check_mixer, ContractReport, MixerContractError
 from linear_seq.mixers.mamba2 import Mamba2
 from linear_seq.mixers.random_projection import RandomProjection
 from linear_seq.mixers.retention import Retention
@@ -45,6 +47,6 @@ def get(name: str) -> type:
   return checks.lookup("mixer", MIXERS, name)
 
 
-__all__ = ["MIXERS", "get", "register", "RandomProjection", "SoftmaxAttention", "LinearAttention", "Retention",
-           "GatedLinearAttention", "S4D", "DeltaNet", "DeltaProduct",
-           "Mamba2"]
+__all__ = ["MIXERS", "get", "register", "check_mixer", "ContractReport", "MixerContractError",
+           "RandomProjection", "SoftmaxAttention", "LinearAttention", "Retention",
+           "GatedLinearAttention", "S4D", "DeltaNet", "DeltaProduct", "Mamba2"]
