@@ -147,6 +147,13 @@ class MetricsWriter:
     else:
       logging.info("%s", line)
 
+  def note(self, step: int, fields: Mapping[str, object]) -> None:
+    """Appends {'step': step, **fields} to metrics.jsonl only (an event, e.g. a changed train.num_steps on
+    resume: not a metric, so not in TensorBoard or the progress output)."""
+    if self.enabled:
+      self._file.write(json.dumps({"step": int(step), **fields}) + "\n")
+      self._file.flush()
+
   def progress(self, step: int, now: Optional[float] = None) -> str:
     """'step 50/400 (12%, ETA 1m05s)' ('step 50' without total_steps; 'ETA ?' before two timed steps)."""
     if not self.total_steps:
