@@ -229,7 +229,7 @@ def main(argv):
   if unexpected:
     raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
   sharding.maybe_initialize_distributed()  # before any other JAX call
-  metrics_lib.quiet_library_logs()
+  metrics_lib.quiet_library_logs(getattr(FLAGS, "verbose", False))
   workdir = FLAGS.workdir
   with cli.one_line_errors(checkpoint.CheckpointError, validation.ConfigError, FileNotFoundError):
     restored = restore(workdir, FLAGS.step, overrides)

@@ -39,7 +39,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  metrics_lib.quiet_library_logs()
+  metrics_lib.quiet_library_logs(FLAGS.verbose)
   sharding.maybe_initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
                                         FLAGS.distributed_timeout)
   cli.load_config_flag()  # a config file that does not load: one line

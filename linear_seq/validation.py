@@ -72,8 +72,10 @@ def check_data(config: ml_collections.ConfigDict) -> None:
     except (KeyError, ValueError) as e:
       raise ConfigError(str(e).strip("'\"")) from e
     if not len(examples):  # pylint: disable=g-explicit-length-test
-      what = f"data.{count} = 0" if data.DATASETS.get(config.data.dataset) == "synthetic" else "no tokens"
-      raise ConfigError(f"the {split} split of {config.data.dataset!r} holds no examples ({what}): nothing to "
+      where = (f"data.{count} = 0" if data.DATASETS.get(config.data.dataset) == "synthetic"
+               else f"data.path={config.data.path!r}, data.dataset={config.data.dataset!r}" if config.data.path
+               else f"data.dataset={config.data.dataset!r}")
+      raise ConfigError(f"the {split} split holds no text ({where}): nothing to "
                         f"{'train on' if split == 'train' else 'evaluate'}")
 
 
