@@ -69,7 +69,7 @@ def run_eval(state: steps.State, static: steps.Static, config: ml_collections.Co
   for local in make_eval_iterator(config, split):
     if max_batches and batches >= max_batches:
       break
-    if time.perf_counter() - last >= PROGRESS_SECONDS:
+    if batches and time.perf_counter() - last >= PROGRESS_SECONDS:
       jax.block_until_ready(acc)  # (batches done, not only dispatched)
       progress(f"evaluating the {split} split: {batches}/{total} batches")
       last = time.perf_counter()
