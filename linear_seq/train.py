@@ -69,7 +69,8 @@ def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> Op
                                  "or start over with --restart") from e
   changed = config_lib.diff(saved, config)
   bad = [k for k in changed if k.startswith(_INCOMPATIBLE)
-         and not (k == "data.path" and workdir_lib.same_folder(workdir, saved.data.path, config.data.path))]
+         and not (k == "data.path" and workdir_lib.same_folder(workdir, saved.data.path, config.data.path))
+         and not (k == "data.num_train" and data.DATASETS.get(config.data.dataset) == "text")]  # (unused there)
   if bad:
     raise validation.ConfigError(f"{workdir} holds checkpoints of a different model or data: {', '.join(bad)} changed "
                       f"(e.g. {bad[0]}: saved {_get(saved, bad[0])!r}, now {_get(config, bad[0])!r}); "

@@ -71,11 +71,12 @@ def check_data(config: ml_collections.ConfigDict) -> None:
       examples = data.make_examples(config.data, split, seq_len=seq_len, seed=int(config.data.shuffle_seed))
     except (KeyError, ValueError) as e:
       raise ConfigError(str(e).strip("'\"")) from e
-    if not len(examples):  # pylint: disable=g-explicit-length-test
-      where = (f"data.{count} = 0" if data.DATASETS.get(config.data.dataset) == "synthetic"
+    if not len(examples):  # pylint: disable=g-explicit-length-test  (a plug-in task, a text split without text)
+      synthetic = data.DATASETS.get(config.data.dataset) == "synthetic"
+      where = (f"data.{count}={config.data.get(count)}" if synthetic
                else f"data.path={config.data.path!r}, data.dataset={config.data.dataset!r}" if config.data.path
                else f"data.dataset={config.data.dataset!r}")
-      raise ConfigError(f"the {split} split holds no text ({where}): nothing to "
+      raise ConfigError(f"the {split} split holds no {'examples' if synthetic else 'text'} ({where}): nothing to "
                         f"{'train on' if split == 'train' else 'evaluate'}")
 
 

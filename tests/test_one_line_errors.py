@@ -67,6 +67,8 @@ CASES = [
                                "--config.data.data_dir=FILES/tfds"],
      "the validation split holds no text (data.path='FILES/empty_validation', data.dataset='local_text')"),
 ]
+# The empty-validation case again with --verbose: the traceback, the same line, and the libraries' notices.
+VERBOSE = ("--verbose", [*CASES[-1][1], "--verbose"], CASES[-1][2])
 # TFDS's and orbax's notices, shown only with --verbose (metrics.quiet_library_logs).
 NOTICES = ("Using custom data configuration", "has no dataset_info.json", "Downloading and preparing dataset",
            "Given directory is read only")
@@ -113,7 +115,7 @@ def results(tmp_path_factory):
   read_only = tempfile.mkdtemp(prefix="linear_seq_ro_")  # (under /tmp: reachable by the unprivileged child)
   os.chmod(read_only, 0o555)
   runs, before = {}, {}
-  for i, (name, args, _) in enumerate(CASES):
+  for i, (name, args, _) in enumerate([*CASES, VERBOSE]):
     args = [a.replace("FILES", root) if a != "--workdir=RO" else f"--workdir={read_only}" for a in args]
     if not any(a.startswith("--workdir=") for a in args):
       args.insert(0, f"--workdir={root}/work/{i}")
@@ -143,6 +145,14 @@ def test_user_mistake_is_one_error_line_and_leaves_no_workdir(results, name, arg
   assert code == 1 and len(errors) == 1 and message in errors[0], output[-3000:]
   assert "Traceback" not in output and not any(n in output for n in NOTICES), output[-3000:]
   assert (sorted(os.listdir(workdir)) if os.path.isdir(workdir) else None) == entries  # nothing created
+
+
+def test_verbose_shows_the_traceback_and_the_library_notices(results):
+  by_name, root, _ = results
+  code, output, _, _ = by_name[VERBOSE[0]]
+  errors = [line for line in output.splitlines() if line.startswith("error:")]
+  assert code == 1 and errors == [f"error: {VERBOSE[2].replace('FILES', root)}: nothing to evaluate"], output[-3000:]
+  assert "Traceback" in output and "Using custom data configuration" in output, output[-3000:]
 
 
 def _run_cases(path: str) -> None:
