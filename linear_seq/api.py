@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import sys
 from typing import Any, Optional, Sequence, Union
 
 from flax import nnx
@@ -79,11 +80,16 @@ class Run:
 
   def evaluate(self, split: str = "validation", seq_len: Optional[int] = None) -> dict[str, Any]:
     """Evaluates the restored checkpoint on `split` (the whole split in windows of seq_len tokens; default
-    the config's eval.seq_len) -> the eval.json dict (not written). Reads the data."""
+    the config's eval.seq_len) -> the eval.json dict (not written). Reads the data; prints its progress (batches
+    done / total) to stderr."""
     r = self.restored
     if seq_len is not None:
       r = r._replace(config=config_lib.apply_overrides(r.config, {"eval.seq_len": int(seq_len)}))
-    return evaluate_lib.evaluate_restored(self.workdir, r, split=split)
+    return evaluate_lib.evaluate_restored(self.workdir, r, split=split, progress=_print_progress)
+
+
+def _print_progress(message: str) -> None:
+  print(message, file=sys.stderr, flush=True)
 
 
 class _ReadOnlyNotice(logging.Filter):

@@ -5,6 +5,7 @@ until run time, and the check is skipped (`if_concrete`) -- unless debug checks 
 `jax.experimental.checkify`, so e.g. a positive log_decay computed inside a jitted step raises
 checkify.JaxRuntimeError naming it (with the array's min and max) instead of producing huge values."""
 import contextlib
+import difflib
 import functools
 from typing import Any, Callable, Iterator, Union
 
@@ -80,8 +81,12 @@ def checked(fn: Callable[..., Any], **jit_kwargs) -> Callable[..., Any]:
 
 
 def check_choice(what: str, value, valid) -> None:
+  """ValueError naming the valid choices (and the nearest one to a mistyped string, e.g. mamba -> mamba2)."""
   if value not in valid:
-    raise ValueError(f"unknown {what} {value!r}; valid: {', '.join(map(str, valid))}")
+    names = [v for v in valid if isinstance(v, str)]
+    near = difflib.get_close_matches(value, names, n=1, cutoff=0.6) if isinstance(value, str) else []
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise ValueError(f"unknown {what} {value!r}; valid: {', '.join(map(str, valid))}{hint}")
 
 
 def registrar(table: dict, name: str) -> Callable[[Any], Any]:

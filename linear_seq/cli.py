@@ -76,9 +76,14 @@ def parse_flags(argv: list[str]) -> list[str]:
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
-    fail(f"{e} (--helpshort lists the flags)")
+    if "--verbose" in argv:
+      traceback.print_exc()
+    # A config file that raises while config_flags parses --config: config_lib's one line, not the traceback
+    # config_flags puts into its message.
+    config_error = _override_error(argv) if str(e).startswith("flag --config") else None
+    fail(config_error or f"{e} (--helpshort lists the flags)")
     raise  # (not reached)
-  except (KeyError, AttributeError, ValueError, TypeError) as e:
+  except Exception as e:  # pylint: disable=broad-except  (whatever a config file raises while it is parsed)
     if "--verbose" in argv:
       traceback.print_exc()
     fail(_override_error(argv) or " ".join(str(e).replace("\\n", " ").strip("'\"").split()))
@@ -93,6 +98,15 @@ def _override_error(argv: list[str]) -> str | None:
   try:
     overrides, _ = config_lib.override_args([a for a in argv[1:] if a.startswith("--config.")])
     config_lib.apply_overrides(config_lib.load_config(spec), overrides)
-  except Exception as e:  # pylint: disable=broad-except  (whatever the config file raises: its message)
+  except ValueError as e:  # config_lib's and the config files' own messages
     return str(e)
+  except Exception as e:  # pylint: disable=broad-except  (whatever the config file raises: its last line)
+    return f"--config: cannot load {spec!r}: {exception_line(e)}"
   return None
+
+
+def exception_line(e: BaseException) -> str:
+  """'Type: last line of the message' of an exception raised by user code (a config or plug-in file);
+  a SyntaxError's message names the file and line."""
+  lines = [l.strip() for l in str(e).strip().splitlines() if l.strip()]
+  return f"{type(e).__name__}: {lines[-1] if lines else ''}".rstrip(": ")

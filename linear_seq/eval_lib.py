@@ -5,10 +5,14 @@ partial batch padded with weight 0), or its first eval.max_batches batches when 
 during training before its last step: at most eval.interim_max_batches batches when that is set). The per-batch
 sums stay on the device: they are added there in float32 with compensated (Neumaier) summation, which keeps
 float64-like accuracy over many batches, and come to the host once at the end (no round trip per batch).
+Progress goes to `progress` (the log by default): the number of batches before the first (which compiles),
+then batches done / total every PROGRESS_SECONDS.
 """
 import math
-from typing import Any, Optional
+import time
+from typing import Any, Callable, Optional
 
+from absl import logging
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -18,6 +22,9 @@ from linear_seq import data
 from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import validation
+
+
+PROGRESS_SECONDS = 10.0
 
 
 def eval_seq_len(config: ml_collections.ConfigDict) -> int:
@@ -44,6 +51,13 @@ def make_eval_iterator(config: ml_collections.ConfigDict, split: str = "validati
                             shard_index=jax.process_index(), shard_count=jax.process_count(), repeat=False)
 
 
+def num_batches(config: ml_collections.ConfigDict, split: str = "validation") -> int:
+  """How many batches make_eval_iterator gives (eval.max_batches caps it)."""
+  examples = data.make_examples(config.data, split, seq_len=eval_seq_len(config), seed=int(config.data.shuffle_seed))
+  total = -(-len(examples) // int(config.eval.batch_size))
+  return min(total, int(config.eval.max_batches)) if int(config.eval.max_batches) else total
+
+
 @jax.jit
 def _accumulate(acc, sums):
   """(total, compensation) += sums, leafwise: Neumaier's compensated float32 sum (counts stay exact past 2**24)."""
@@ -56,18 +70,28 @@ def _accumulate(acc, sums):
 
 def run_eval(state: steps.State, static: steps.Static, config: ml_collections.ConfigDict,
              info: Any, *, split: str = "validation", position_loss: bool = False,
-             interim: bool = False) -> dict[str, Any]:
+             interim: bool = False, progress: Callable[[str], None] = logging.info) -> dict[str, Any]:
   """-> {eval_loss, perplexity, bits_per_byte (text) | accuracy (synthetic), eval_tokens, eval_batches
   [, position_loss: list per position]}. interim: an evaluation during training before its last step, which also
-  stops at eval.interim_max_batches batches when that is set (every evaluation stops at eval.max_batches if set)."""
+  stops at eval.interim_max_batches batches when that is set (every evaluation stops at eval.max_batches if set).
+  `progress` gets the progress lines (module docstring)."""
   sharding.check_batch_size(int(config.eval.batch_size), static.mesh, "eval.batch_size")
   caps = [int(config.eval.max_batches)] + ([int(config.eval.get("interim_max_batches", 0))] if interim else [])
   max_batches = min([c for c in caps if c], default=0)
   acc = None  # (total, compensation) on the device
   batches = 0
+  total = num_batches(config, split)
+  total = min(total, max_batches) if max_batches else total
+  progress(f"evaluating the {split} split: {total} batches of {config.eval.batch_size} × {eval_seq_len(config)} "
+           "tokens (the first compiles)…")
+  last = time.perf_counter()
   for local in make_eval_iterator(config, split):
     if max_batches and batches >= max_batches:
       break
+    if batches and time.perf_counter() - last >= PROGRESS_SECONDS:
+      jax.block_until_ready(acc)  # (batches done, not only dispatched)
+      progress(f"evaluating the {split} split: {batches}/{total} batches")
+      last = time.perf_counter()
     validation.check_loss_positions(local, config)
     batch = sharding.global_batch(local, static.mesh)
     sums = static.eval_step(state["params"], state["rest"], batch)

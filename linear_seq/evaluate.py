@@ -23,10 +23,11 @@ import json
 import os
 import statistics
 import sys
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from absl import app
 from absl import flags
+from absl import logging
 import jax
 import ml_collections
 import numpy as np
@@ -163,9 +164,11 @@ def evaluate(workdir: str, step: Optional[int] = None, config_overrides: Optiona
                            position_loss=position_loss)
 
 
-def evaluate_restored(workdir: str, r: Restored, *, split: str = "validation",
-                      position_loss: bool = False) -> dict[str, Any]:
-  result = eval_lib.run_eval(r.state, r.static, r.config, r.info, split=split, position_loss=position_loss)
+def evaluate_restored(workdir: str, r: Restored, *, split: str = "validation", position_loss: bool = False,
+                      progress: Callable[[str], None] = logging.info) -> dict[str, Any]:
+  """evaluate's dict for a restored run; `progress` gets the evaluation's progress lines (eval_lib.run_eval)."""
+  result = eval_lib.run_eval(r.state, r.static, r.config, r.info, split=split, position_loss=position_loss,
+                             progress=progress)
   seq_len = eval_lib.eval_seq_len(r.config)
   lm = steps.merge(r.static, r.state)
   out: dict[str, Any] = {"step": int(r.step), "split": split, **result,
@@ -273,7 +276,7 @@ def main(argv):
     except ValueError as e:
       sys.exit(f"error: {e}")
   sharding.maybe_initialize_distributed()  # before any other JAX call
-  metrics_lib.quiet_library_logs()
+  metrics_lib.quiet_library_logs(getattr(FLAGS, "verbose", False))
   workdir = FLAGS.workdir
   with cli.one_line_errors(checkpoint.CheckpointError, validation.ConfigError, FileNotFoundError):
     restored = restore(workdir, FLAGS.step, overrides)

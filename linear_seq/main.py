@@ -45,7 +45,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  metrics_lib.quiet_library_logs()
+  metrics_lib.quiet_library_logs(FLAGS.verbose)
   if FLAGS.dry_run:
     cli.load_config_flag()
     with cli.one_line_errors(validation.ConfigError):

@@ -36,19 +36,33 @@ TENSORBOARD_DIR = "tensorboard"
 _QUIET_LIBRARIES = ("orbax", "jax", "jaxlib", "grain", "tensorflow_datasets")
 
 
+# Library warnings that say nothing to act on, dropped too: orbax's on every read-only restore (evaluate, load),
+# TFDS's for every local corpus (its builder config, its first preparation: data/text.py logs TFDS's prints
+# as 'TFDS: ...'). Matched on the format string (record.msg).
+_NOTICES = ("Given directory is read only", "Using custom data configuration", "Variant folder ", "TFDS: ")
+
+
 class _LibraryInfoFilter(pylogging.Filter):
-  """Drops INFO (and lower) records logged from inside orbax / jax / grain / tfds; warnings and errors pass."""
+  """Drops INFO (and lower) records logged from inside orbax / jax / grain / tfds, and the _NOTICES; other
+  warnings and errors pass."""
 
   def filter(self, record: pylogging.LogRecord) -> bool:
+    if str(record.msg).startswith(_NOTICES):
+      return False
     if record.levelno > pylogging.INFO:
       return True
     return not any(f"{os.sep}{lib}{os.sep}" in record.pathname for lib in _QUIET_LIBRARIES)
 
 
-def quiet_library_logs() -> None:
-  """Entry points call this so the plain progress lines are not drowned in orbax's per-save INFO logs."""
+def quiet_library_logs(verbose: bool = False) -> None:
+  """Entry points call this so the plain progress lines are not drowned in orbax's per-save INFO logs and the
+  libraries' notices; verbose=True (their --verbose) shows everything."""
   handler = logging.get_absl_handler()
-  if not any(isinstance(f, _LibraryInfoFilter) for f in handler.filters):
+  present = [f for f in handler.filters if isinstance(f, _LibraryInfoFilter)]
+  if verbose:
+    for f in present:
+      handler.removeFilter(f)
+  elif not present:
     handler.addFilter(_LibraryInfoFilter())
 
 
@@ -212,6 +226,13 @@ class MetricsWriter:
       self._bar.write(line, file=sys.stderr)
     else:
       logging.info("%s", line)
+
+  def note(self, step: int, fields: Mapping[str, object]) -> None:
+    """Appends {'step': step, **fields} to metrics.jsonl only (an event, e.g. a changed train.num_steps on
+    resume: not a metric, so not in TensorBoard or the progress output)."""
+    if self.enabled:
+      self._file.write(json.dumps({"step": int(step), **fields}) + "\n")
+      self._file.flush()
 
   def progress(self, step: int, now: Optional[float] = None) -> str:
     """'step 50/400 (12%, ETA 1m05s)' ('step 50' without total_steps; 'ETA ?' before two timed steps)."""

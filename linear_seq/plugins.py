@@ -20,7 +20,8 @@ def module_names(config: Any) -> list[str]:
 
 
 def import_modules(config: Any) -> list[str]:
-  """Imports every module of config.imports (idempotent); ValueError in one line if one cannot be imported."""
+  """Imports every module of config.imports (idempotent); ValueError in one line if one cannot be imported,
+  does not parse or raises."""
   for name in module_names(config):
     try:
       if name.endswith(".py"):
@@ -31,6 +32,10 @@ def import_modules(config: Any) -> list[str]:
         importlib.import_module(name)
     except ImportError as e:
       raise ValueError(f"config.imports: cannot import {name!r}: {e}") from e
+    except Exception as e:  # pylint: disable=broad-except  (a plug-in that raises or does not parse: one line)
+      lines = [l.strip() for l in str(e).strip().splitlines() if l.strip()]
+      raise ValueError(f"config.imports: importing {name!r} failed: {type(e).__name__}: "
+                       f"{lines[-1] if lines else ''}") from e
   return module_names(config)
 
 
@@ -44,4 +49,8 @@ def _import_file(path: str) -> None:
   spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
   sys.modules[name] = module
-  spec.loader.exec_module(module)
+  try:
+    spec.loader.exec_module(module)
+  except BaseException:
+    del sys.modules[name]  # not imported: a later import runs it again
+    raise

@@ -43,9 +43,13 @@ from linear_seq.mixers import random_projection
 from linear_seq import workdir as workdir_lib
 
 # Config fields whose change makes a workdir's checkpoints unusable (the model's shapes or the data stream; other
-# changes, e.g. train.num_steps or the learning rate, are fine: the optimizer state has a fixed structure).
+# changes, e.g. train.num_steps or the learning rate, are fine: the optimizer state has a fixed structure; a
+# changed train.num_steps is warned about and recorded in metrics.jsonl, as it recomputes the schedule).
 _INCOMPATIBLE = ("model.", "seed", "data.dataset", "data.path", "data.vocab_size", "data.tokenizer",
-                 "data.text_column")
+                 "data.text_column",
+                 # The data position is a batch index: with another batch size, row length, shuffle or number of
+                 # synthetic examples it would point elsewhere (examples skipped or repeated).
+                 "data.batch_size", "data.seq_len", "data.shuffle_seed", "data.num_train")
 
 
 class Preempted(RuntimeError):
@@ -130,7 +134,9 @@ def _check_micro_batch(config: ml_collections.ConfigDict, mesh: jax.sharding.Mes
       raise validation.ConfigError(str(e)) from e
 
 
-def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> None:
+def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> ml_collections.ConfigDict:
+  """Refuses (ConfigError) to resume with a changed _INCOMPATIBLE field (or without config.json); warns about the
+  other changed fields. Returns the saved config."""
   try:
     saved = config_lib.load_saved(workdir)
   except FileNotFoundError as e:  # (called only when the workdir holds checkpoints)
@@ -152,13 +158,20 @@ def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> No
     logging.warning("%s/config.json predates the fields %s: taken at their current values", workdir,
                     ", ".join(added))
   bad = [k for k in changed if k.startswith(_INCOMPATIBLE)
-         and not (k == "data.path" and workdir_lib.same_folder(workdir, saved.data.path, config.data.path))]
+         and not (k == "data.path" and workdir_lib.same_folder(workdir, saved.data.path, config.data.path))
+         and not (k == "data.num_train" and data.DATASETS.get(config.data.dataset) == "text")]  # (unused there)
   if bad:
     raise validation.ConfigError(f"{workdir} holds checkpoints of a different model or data: {', '.join(bad)} changed "
                       f"(e.g. {bad[0]}: saved {_get(saved, bad[0])!r}, now {_get(config, bad[0])!r}); "
                       "use a new --workdir or the saved values")
-  if changed:
-    logging.warning("resuming %s with changed config fields: %s", workdir, ", ".join(changed))
+  if "train.num_steps" in changed:
+    logging.warning("train.num_steps changed from %s to %s: the learning-rate schedule (warmup, then cosine to "
+                    "step train.num_steps) is recomputed from the resumed step on (recorded in metrics.jsonl)",
+                    saved.train.num_steps, config.train.num_steps)
+  others = [k for k in changed if k != "train.num_steps"]
+  if others:
+    logging.warning("resuming %s with changed config fields: %s", workdir, ", ".join(others))
+  return saved
 
 
 def _get(config, dotted: str):
@@ -170,22 +183,27 @@ def _get(config, dotted: str):
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, restart: bool = False) -> dict[str, Any]:
   """Trains config.train.num_steps steps (resuming from workdir's latest checkpoint; restart=True removes the
   workdir's checkpoints and metrics first); returns the final metrics {step, train_loss, eval_loss,
-  (bits_per_byte | eval_accuracy), num_params, ...}. Holds the workdir's lock throughout (WorkdirError at once
-  if another run holds it)."""
+  (bits_per_byte | eval_accuracy), num_params, ...}. The config and both data splits are checked before the
+  workdir is created or locked (a ConfigError leaves nothing behind). Holds the workdir's lock throughout
+  (WorkdirError at once if another run holds it)."""
+  info = validation.check_config(config)
+  mesh = make_mesh(config)
+  try:
+    sharding.check_batch_size(int(config.data.batch_size), mesh)
+    sharding.check_batch_size(int(config.eval.batch_size), mesh, "eval.batch_size")
+  except ValueError as e:
+    raise validation.ConfigError(str(e)) from e
+  _check_micro_batch(config, mesh)
+  validation.check_data(config)
   with contextlib.ExitStack() as stack:
     signals = stack.enter_context(_Signals())
     if jax.process_index() == 0:
       stack.enter_context(workdir_lib.lock(workdir))
-    return _train_and_evaluate(config, workdir, restart=restart, signals=signals)
+    return _train_and_evaluate(config, workdir, info, mesh, restart=restart, signals=signals)
 
 
-def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, restart: bool,
-                        signals: _Signals) -> dict[str, Any]:
-  info = validation.check_config(config)
-  mesh = make_mesh(config)
-  sharding.check_batch_size(int(config.data.batch_size), mesh)
-  _check_micro_batch(config, mesh)
-  sharding.check_batch_size(int(config.eval.batch_size), mesh, "eval.batch_size")
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, info: data.DatasetInfo,
+                        mesh: jax.sharding.Mesh, *, restart: bool, signals: _Signals) -> dict[str, Any]:
   is_primary = jax.process_index() == 0
   static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
   train_it = data.make_iterator(config.data, "train", batch_size=int(config.data.batch_size),
@@ -198,8 +216,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
   refusal = workdir_lib.no_checkpoint_error(workdir, found) if found else None
   ckpt = checkpoint.Checkpointer(workdir, keep=int(config.train.keep_checkpoints))
   corpus = data.corpus_fingerprint(config.data)
+  saved = None
   if ckpt.latest_step() is not None:
-    _check_workdir_config(config, workdir)
+    saved = _check_workdir_config(config, workdir)
     try:
       start, state, data_state = ckpt.restore(checkpoint.abstract_like(abstract, shardings), quarantine=True)
     except checkpoint.CheckpointError as e:
@@ -227,6 +246,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
     logging.info("%s: %d parameters, %d devices, steps %d..%d", ",".join(validation.layer_mixer_names(config.model)),
                  n_params, mesh.size, start + 1, num_steps)
   writer = metrics_lib.MetricsWriter(workdir, start_step=start, total_steps=num_steps, enabled=is_primary)
+  if saved is not None and int(saved.train.num_steps) != num_steps:
+    writer.note(start, {"num_steps_changed": {"from": int(saved.train.num_steps), "to": num_steps}})
   schedule = optim.make_schedule(config.train)
   tokens_per_step = int(config.data.batch_size) * int(config.data.seq_len)
   final: dict[str, Any] = {"step": start, "num_params": n_params}
@@ -250,6 +271,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, rest
       validation.check_loss_positions(local, config)
       batch = sharding.global_batch(local, mesh)
       profiler.before(step)
+      if step == start + 1:
+        logging.info("compiling the training step (step %d waits for it)…", step)
       with jax.set_mesh(mesh):   # the mixers' op calls find the seq axis here (mixers/seq_shard.py)
         state, out = static.train_step(state, batch)
       profiler.after(step, out)
@@ -360,5 +383,5 @@ def _maybe_redraw(state, static, shardings, config, step: int):
 def _last_logged(workdir: str) -> dict[str, Any]:
   out: dict[str, Any] = {}
   for record in metrics_lib.read_metrics(workdir):
-    out.update(record)
+    out.update({k: v for k, v in record.items() if not isinstance(v, dict)})  # (not notes: num_steps_changed)
   return out

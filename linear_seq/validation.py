@@ -1,4 +1,7 @@
 """Config validation before anything compiles: ConfigError and check_config (train and evaluate both use them)."""
+import os
+
+import jax
 import ml_collections
 
 from linear_seq import bounds
@@ -24,8 +27,9 @@ def layer_mixer_names(model: ml_collections.ConfigDict) -> list[str]:
 
 def check_config(config: ml_collections.ConfigDict):
   """Fails fast, before any compile: unknown dataset / mixer / feature map (listing the valid names), model or
-  optimizer values that cannot work (ModelConfig's and optim's checks). Plug-in modules (config.imports) are
-  imported first. Returns the dataset info."""
+  optimizer values that cannot work (ModelConfig's and optim's checks), batch sizes whose activations cannot
+  fit in the devices' memory (bounds.check_memory). Plug-in modules (config.imports) are imported first.
+  Returns the dataset info."""
   try:
     bounds.check_bounds(config)
     plugins.import_modules(config)
@@ -35,6 +39,7 @@ def check_config(config: ml_collections.ConfigDict):
     if "linear" in layer_mixer_names(config.model):
       ops.feature_map(config.model.feature_map)
     steps.model_config(config, info.vocab_size)
+    bounds.check_memory(config, int(config.model.vocab_size or info.vocab_size), device_memory())
     optim.make_optimizer(config.train)
     profiling.parse_steps(config.train.get("profile_steps", ""))
   except (KeyError, ValueError) as e:
@@ -52,3 +57,38 @@ def check_loss_positions(local: dict, config: ml_collections.ConfigDict) -> None
     steps.check_loss_positions(local["weights"], int(config.train.get("loss_positions", 0)))
   except ValueError as e:
     raise ConfigError(str(e)) from e
+
+
+def check_data(config: ml_collections.ConfigDict) -> None:
+  """The training and validation splits at their lengths exist and hold examples (synthetic tasks check their
+  sizes: vocab_size, num_kv_pairs, num_train, num_eval ...; text: an empty validation split), so training does
+  not fail at its first evaluation: ConfigError naming the field otherwise. Text streams are cached, so the
+  trainer's iterators reuse what this reads."""
+  eval_len = int(config.eval.get("seq_len", 0) or config.data.seq_len)
+  for split, seq_len, count in (("train", int(config.data.seq_len), "num_train"),
+                                ("validation", eval_len, "num_eval")):
+    try:
+      examples = data.make_examples(config.data, split, seq_len=seq_len, seed=int(config.data.shuffle_seed))
+    except (KeyError, ValueError) as e:
+      raise ConfigError(str(e).strip("'\"")) from e
+    if not len(examples):  # pylint: disable=g-explicit-length-test  (a plug-in task, a text split without text)
+      synthetic = data.DATASETS.get(config.data.dataset) == "synthetic"
+      where = (f"data.{count}={config.data.get(count)}" if synthetic
+               else f"data.path={config.data.path!r}, data.dataset={config.data.dataset!r}" if config.data.path
+               else f"data.dataset={config.data.dataset!r}")
+      raise ConfigError(f"the {split} split holds no {'examples' if synthetic else 'text'} ({where}): nothing to "
+                        f"{'train on' if split == 'train' else 'evaluate'}")
+
+
+def device_memory() -> int:
+  """Bytes of memory the devices have together: the accelerators' limits summed (over every process), or
+  the host's RAM for CPU devices (they share it)."""
+  limits = []
+  for d in jax.local_devices():
+    try:
+      limits.append((d.memory_stats() or {}).get("bytes_limit"))
+    except Exception:  # pylint: disable=broad-except  (a backend without memory stats)
+      limits.append(None)
+  if limits and all(limits):
+    return int(sum(limits)) * jax.process_count()
+  return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * jax.process_count()

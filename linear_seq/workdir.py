@@ -57,7 +57,14 @@ def lock(workdir: str) -> Iterator[None]:
   """Holds an exclusive lock on WORKDIR/.lock; WorkdirError at once if another process holds it."""
   ensure_dir(workdir)
   path = os.path.join(workdir, LOCK_FILE)
-  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+  try:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+  except IsADirectoryError:
+    raise WorkdirError(f"{path} is a folder, not the workdir's lock file: remove it (rmdir) or use another "
+                       "--workdir") from None
+  except OSError as e:  # read-only folder or file system, no permission
+    raise WorkdirError(f"cannot write in --workdir={workdir} ({e.strerror}: {path}): the run writes its "
+                       "checkpoints and metrics there; use a writable --workdir") from None
   try:
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

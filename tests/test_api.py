@@ -58,7 +58,7 @@ def test_profile_steps_errors():
       profiling.parse_steps(bad)
 
 
-def test_load_needs_only_the_workdir_and_uses_every_method(trained, caplog, tmp_path):
+def test_load_needs_only_the_workdir_and_uses_every_method(trained, caplog, capsys, tmp_path):
   workdir, config = trained
   moved = str(tmp_path / "moved")
   shutil.move(config.data.path, moved)  # the training text is gone: restoring must not need it
@@ -93,7 +93,9 @@ def test_load_needs_only_the_workdir_and_uses_every_method(trained, caplog, tmp_
       run.evaluate()  # only evaluate reads the data
   finally:
     shutil.move(moved, config.data.path)
+  capsys.readouterr()
   result = run.evaluate()
+  assert capsys.readouterr().err.startswith(f"evaluating the validation split: {result['eval_batches']} batches")
   reference = evaluate.evaluate(workdir)
   assert result["step"] == 3 and result["eval_loss"] == pytest.approx(reference["eval_loss"], rel=1e-6)
   assert result["bits_per_byte"] == pytest.approx(reference["bits_per_byte"], rel=1e-6)

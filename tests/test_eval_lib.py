@@ -30,15 +30,19 @@ def host_float64_totals(state, static, config, split="validation"):
   return totals, batches
 
 
-def test_device_accumulation_equals_host_float64_sums():
+def test_device_accumulation_equals_host_float64_sums(monkeypatch):
   config = config_lib.load_sibling(os.path.join(CONFIGS, "mqar.py"), "mqar").get_config("tiny=True")
   config = config_lib.apply_overrides(config, {"eval.batch_size": 4, "eval.max_batches": 0})  # the whole split
   info = validation.check_config(config)
   static, _, shardings = steps.setup(config, info.vocab_size, sharding.make_mesh())
   state = steps.init_state(config, info.vocab_size, static, shardings)
-  result = eval_lib.run_eval(state, static, config, info, position_loss=True)
+  monkeypatch.setattr(eval_lib, "PROGRESS_SECONDS", 0.0)  # a progress line before every batch but the first
+  lines = []
+  result = eval_lib.run_eval(state, static, config, info, position_loss=True, progress=lines.append)
   totals, batches = host_float64_totals(state, static, config)
   assert batches > 1 and result["eval_batches"] == batches
+  assert lines == [f"evaluating the validation split: {batches} batches of 4 × 16 tokens (the first compiles)…",
+                   *(f"evaluating the validation split: {k}/{batches} batches" for k in range(1, batches))]
   assert result["eval_tokens"] == int(totals["weight"])
   np.testing.assert_allclose(result["eval_loss"], totals["nll"] / totals["weight"], rtol=1e-6)
   np.testing.assert_allclose(result["accuracy"], totals["correct"] / totals["weight"], rtol=1e-6)

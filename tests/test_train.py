@@ -51,14 +51,17 @@ def test_outputs(straight):
   assert config_lib.load_config(workdir).to_dict() == mqar().to_dict()
 
 
-def test_exact_resume(straight, tmp_path):
+def test_exact_resume(straight, tmp_path, caplog):
   """2 steps + restart + 2 steps == 4 steps straight, bitwise (state, optimizer, data iterator restored);
   metrics.jsonl lines past the restored step are dropped, so the file matches the straight run's."""
   workdir, _ = straight
   resumed = str(tmp_path / "resumed")
   shutil.copytree(workdir, resumed)
   shutil.rmtree(os.path.join(resumed, "checkpoints", "4"))  # as if the run had stopped after step 2
-  final = train.train_and_evaluate(mqar(), resumed)
+  with caplog.at_level("INFO"):
+    final = train.train_and_evaluate(mqar(), resumed)
+  assert "compiling the training step (step 3 waits for it)…" in caplog.text
+  assert "evaluating the validation split: 2 batches of 8 × 16 tokens (the first compiles)…" in caplog.text
   assert train_lines(resumed) == train_lines(workdir)
   strip = lambda rs: [{k: v for k, v in r.items() if k not in ("tokens_per_sec", "wall_time")} for r in rs]
   assert strip(metrics.read_metrics(resumed)) == strip(metrics.read_metrics(workdir))
@@ -71,6 +74,11 @@ def test_exact_resume(straight, tmp_path):
 @pytest.mark.parametrize("field, value, message", [
     ("model.d_model", 32, "model.d_model changed.*saved 16, now 32"),
     ("data.path", "/other/corpus", "data.path changed.*saved '', now '/other/corpus'"),  # another data stream
+    # The data position is a batch index: these would skip or repeat examples.
+    ("data.batch_size", 4, "data.batch_size changed.*saved 8, now 4"),
+    ("data.seq_len", 32, "data.seq_len changed.*saved 16, now 32"),
+    ("data.shuffle_seed", 1, "data.shuffle_seed changed.*saved 0, now 1"),
+    ("data.num_train", 500, "data.num_train changed"),
 ])
 def test_resume_with_another_model_or_data_is_refused(straight, tmp_path, field, value, message):
   workdir, _ = straight
@@ -105,6 +113,22 @@ def test_resume_predating_new_fields(straight, tmp_path):
   assert final["step"] == 4 and final["eval_loss"] == metrics.read_metrics(workdir)[-1]["eval_loss"]
 
 
+def test_resume_with_another_num_steps_warns_and_is_recorded(straight, tmp_path, caplog):
+  """A changed train.num_steps recomputes the schedule: one warning line, and a note in metrics.jsonl at the
+  resumed step (not a metric: train and eval lines are unchanged)."""
+  workdir, _ = straight
+  other = str(tmp_path / "other")
+  shutil.copytree(workdir, other)
+  with caplog.at_level("WARNING"):
+    train.train_and_evaluate(mqar(**{"train.num_steps": 3}), other)  # (already past step 3: nothing to train)
+  warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.pathname.endswith("train.py")]
+  assert warnings == ["train.num_steps changed from 4 to 3: the learning-rate schedule (warmup, then cosine to "
+                      "step train.num_steps) is recomputed from the resumed step on (recorded in metrics.jsonl)"]
+  records = metrics.read_metrics(other)
+  assert records[:-1] == metrics.read_metrics(workdir)
+  assert records[-1] == {"step": 4, "num_steps_changed": {"from": 4, "to": 3}}
+
+
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
   """A NaN learning rate from step 3 on (injected through the schedule) makes step 4's loss NaN."""
   real = optim.make_schedule
@@ -135,12 +159,12 @@ def test_nan_gradient_with_finite_loss_stops_before_saving(tmp_path, monkeypatch
   assert not os.listdir(tmp_path / "checkpoints")
 
 
-def test_evaluation_errors_are_config_errors(tmp_path):
-  """An evaluation that cannot run (here: no validation examples) is a ConfigError, which main reports as one
-  line; the checkpoint saved just before it stays."""
-  with pytest.raises(validation.ConfigError, match="evaluation at step 2 failed: .*validation split needs a positive"):
-    train.train_and_evaluate(mqar(**{"data.num_eval": 0}), str(tmp_path))
-  assert os.listdir(tmp_path / "checkpoints") == ["2"]
+def test_no_evaluation_data_fails_before_the_workdir_is_created(tmp_path):
+  """An evaluation that cannot run (here: no validation examples) is a ConfigError before step 1, which main
+  reports as one line; no workdir is created."""
+  with pytest.raises(validation.ConfigError, match="validation split needs a positive number of examples"):
+    train.train_and_evaluate(mqar(**{"data.num_eval": 0}), str(tmp_path / "run"))
+  assert not os.path.exists(tmp_path / "run")
 
 
 def test_no_evaluation_tokens(monkeypatch):

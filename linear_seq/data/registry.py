@@ -108,8 +108,7 @@ def _text_tokenizer(config: Any, builder: tfds.core.DatasetBuilder):
 
   def train_documents():
     text.prepare(builder)
-    source = builder.as_data_source(split=_source_split(config, "train"))
-    return (source[i]["text"] for i in range(len(source)))
+    return text.read_documents(builder, _source_split(config, "train"))
 
   return cls.build(config, train_documents, str(builder.data_dir))
 

@@ -11,15 +11,19 @@ predict every byte of the split exactly once (N = ceil((len(stream) - 1) / T)).
   segment_ids[t] = 1 + number of BOS among inputs[1..t] (a row spanning two documents reads 1,..,1,2,..,2;
                    the model resets its state where the id changes), 0 on PAD.
 """
+import contextlib
 import fcntl
+import io
 import logging
 import os
 import threading
+from typing import Iterator
 
 import numpy as np
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core.utils import tqdm_utils
 
+from linear_seq.data import text_files
 from linear_seq.data import tokenizer as tokenizer_lib
 
 _STREAMS: dict[tuple[str, str, str], np.ndarray] = {}
@@ -32,6 +36,11 @@ def prepare(builder: tfds.core.DatasetBuilder) -> None:
   if builder.is_prepared():
     return
   target = str(builder.data_dir).rstrip("/")
+  if "://" not in target and os.path.isdir(target) and os.listdir(target):
+    # TFDS prepares into a temporary folder and renames it when done: a folder without dataset_info.json was
+    # damaged afterwards (preparing over it fails with an obscure message).
+    raise ValueError(f"the prepared data in {target} is damaged (no dataset_info.json): delete that folder to "
+                     "prepare the data again")
   if "://" in target:  # Remote file systems: no lock.
     _download_and_prepare(builder)
     return
@@ -45,13 +54,22 @@ def prepare(builder: tfds.core.DatasetBuilder) -> None:
 
 
 def _download_and_prepare(builder: tfds.core.DatasetBuilder) -> None:
+  """builder.download_and_prepare() without progress bars; for a local corpus (text_files builders) TFDS's
+  prints ('Downloading and preparing dataset Unknown size ...') go to the log as 'TFDS: ...', where the entry points drop them
+  unless --verbose (metrics.quiet_library_logs)."""
   logging.info("preparing %s in %s", builder.name, builder.data_dir)
   active = getattr(tqdm_utils, "_active", True)
   tfds.display_progress_bar(False)
+  printed = io.StringIO()
+  local = isinstance(builder, text_files.TextFilesBuilder)
   try:
-    builder.download_and_prepare()
+    with contextlib.redirect_stdout(printed) if local else contextlib.nullcontext():
+      builder.download_and_prepare()
   finally:
     tfds.display_progress_bar(active)
+    for line in printed.getvalue().splitlines():
+      if line.strip():
+        logging.info("TFDS: %s", line.strip())
 
 
 def load_stream(builder: tfds.core.DatasetBuilder, split: str, tok: tokenizer_lib.ByteTokenizer) -> np.ndarray:
@@ -59,13 +77,25 @@ def load_stream(builder: tfds.core.DatasetBuilder, split: str, tok: tokenizer_li
   key = (str(builder.data_dir), split, getattr(tok, "cache_key", type(tok).__name__))
   with _LOCK:
     if key not in _STREAMS:
-      source = builder.as_data_source(split=split)
       bos = np.array([tok.bos_id], np.uint16)
       parts = []
-      for i in range(len(source)):
-        parts += [bos, tok.encode_bytes(source[i]["text"])]
+      for document in read_documents(builder, split):
+        parts += [bos, tok.encode_bytes(document)]
       _STREAMS[key] = np.concatenate(parts) if parts else np.zeros([0], np.uint16)
     return _STREAMS[key]
+
+
+def read_documents(builder: tfds.core.DatasetBuilder, split: str) -> Iterator[bytes]:
+  """The 'text' of every example of a prepared split, in order; ValueError naming the prepared folder when it
+  cannot be read (e.g. a truncated array_record file)."""
+  try:
+    source = builder.as_data_source(split=split)
+    for i in range(len(source)):
+      yield source[i]["text"]
+  except Exception as e:  # pylint: disable=broad-except  (array_record and TFDS raise RuntimeError, OSError, ...)
+    lines = [l.strip() for l in str(e).strip().splitlines() if l.strip()]
+    raise ValueError(f"the prepared data in {builder.data_dir} is damaged ({type(e).__name__}: "
+                     f"{lines[-1] if lines else ''}): delete that folder to prepare the data again") from e
 
 
 class PackedRows:
