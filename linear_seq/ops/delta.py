@@ -24,6 +24,7 @@ import numpy as np
 from linear_seq import checks
 from linear_seq.ops import delta_chunk
 from linear_seq.ops import delta_seq
+from linear_seq.ops import implementation as implementation_lib
 from linear_seq.ops import recurrence as recurrence_lib
 from linear_seq.ops import seq_parallel
 
@@ -47,7 +48,8 @@ def _beta_message(b: np.ndarray) -> str:
 
 
 def delta_rule(q, k, v, beta, log_decay=None, *, scale: Optional[float] = None,
-               initial_state=None, mode: str = "chunk", chunk_size: int = 64, seq_axis=None):
+               initial_state=None, mode: str = "chunk", chunk_size: int = 64, seq_axis=None,
+               implementation: Optional[str] = None):
   """Runs the (gated) delta rule S_t = (I − β_t k_tᵀk_t) diag(α_t) S_{t-1} + β_t k_tᵀ v_t.
 
   Args:
@@ -66,12 +68,14 @@ def delta_rule(q, k, v, beta, log_decay=None, *, scale: Optional[float] = None,
       contiguous block; all inputs are the shard's block): each shard gets exactly the unsharded op's
       outputs for its block, the returned state is the one after the last shard (replicated) and
       initial_state is the state before shard 0 (see delta_seq.py).
+    implementation: None / 'auto' (the backend's, ops/implementation.py) or 'xla' (the forms here).
 
   Returns:
     o [B, T, H, V] in the dtype of q, k, v, and the final state S [B, H, K, V] float32 (float64
     under jax_enable_x64 with float64 inputs).
   """
   B, T, H, K, V = _validate(q, k, v, beta, log_decay, initial_state, mode, chunk_size, seq_axis)
+  implementation_lib.resolve(implementation)  # 'xla' on every backend today (ops/implementation.py)
   out_dtype = jnp.result_type(q, k, v)
   acc = jnp.promote_types(out_dtype, jnp.float32)
   g = recurrence_lib._gate(log_decay, B, T, H, K, acc)   # None, [B,T,H,1] or [B,T,H,K]; clamped

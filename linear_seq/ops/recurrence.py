@@ -19,6 +19,7 @@ import numpy as np
 
 from linear_seq import checks
 from linear_seq.ops import chunk as chunk_lib
+from linear_seq.ops import implementation as implementation_lib
 from linear_seq.ops import parallel as parallel_lib
 from linear_seq.ops import seq_parallel
 from linear_seq.ops import signed_decay
@@ -68,7 +69,7 @@ def _validate(q, k, v, initial_state, mode, chunk_size):
 
 def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
                       initial_state=None, mode: str = "chunk", chunk_size: int = 64,
-                      seq_axis: Optional[str] = None, decay_sign=None):
+                      seq_axis: Optional[str] = None, decay_sign=None, implementation: Optional[str] = None):
   """Runs S_t = diag(α_t) S_{t-1} + k_tᵀ v_t, o_t = scale · q_t S_t over t = 0..T-1.
 
   Args:
@@ -87,6 +88,7 @@ def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
     decay_sign: None (α ≥ 0), or the sign of each decay, −1 or +1, with log_decay's shape: then
       α_t = decay_sign · exp(log_decay) ∈ [−1, 1] (0 allowed where α = 0; `signed_log_decay(α)` makes
       both from α, differentiably at α = 0). Exact in every form and under seq_axis; no gradient.
+    implementation: None / 'auto' (the backend's, ops/implementation.py) or 'xla' (the forms here).
 
   Returns:
     o [B, T, H, V] in the inputs' dtype, and the final state S_{T-1} [B, H, K, V] float32.
@@ -97,6 +99,7 @@ def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
     checks.if_concrete(log_decay, lambda a: np.all(a <= 0), _log_decay_message)  # NaN fails too
   if decay_sign is not None:
     signed_decay.check_decay_sign(decay_sign, log_decay)
+  implementation_lib.resolve(implementation)  # 'xla' on every backend today (ops/implementation.py)
   return unchecked_linear_recurrence(q, k, v, log_decay, scale=scale, initial_state=initial_state, mode=mode,
                                      chunk_size=chunk_size, seq_axis=seq_axis, decay_sign=decay_sign)
 
