@@ -23,6 +23,7 @@ from linear_seq import data
 from linear_seq import eval_lib
 from linear_seq import metrics as metrics_lib
 from linear_seq import optim
+from linear_seq import platform
 from linear_seq import profiling
 from linear_seq import sharding
 from linear_seq import steps
@@ -91,6 +92,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, resta
 
 def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, restart: bool) -> dict[str, Any]:
   info = validation.check_config(config)
+  try:
+    platform.apply(config.train)   # matmul precision, the ops' tuning overrides: once, before any tracing
+  except ValueError as e:
+    raise validation.ConfigError(str(e)) from e
   mesh = make_mesh(config)
   sharding.check_batch_size(int(config.data.batch_size), mesh)
   sharding.check_batch_size(int(config.eval.batch_size), mesh, "eval.batch_size")

@@ -106,3 +106,20 @@ def test_tuning_table_and_overrides():
   for bad in ({"group": 1}, {"small_block": 0}, {"chunk_size": None}, {"delta_group_tokens": True}):
     with pytest.raises(ValueError, match="tuning"):
       tuning.set_overrides(**bad)
+
+
+def test_platform_settings_from_config():
+  import ml_collections
+  from linear_seq import model
+  from linear_seq import platform
+  train = lambda **kw: ml_collections.ConfigDict(dict(matmul_precision="", delta_group_tokens=0, small_block=0) | kw)
+  assert platform.overrides(train()) == {}
+  assert platform.overrides(train(delta_group_tokens=-1, small_block=8)) == {"delta_group_tokens": None,
+                                                                             "small_block": 8}
+  assert platform.overrides(train(delta_group_tokens=1024)) == {"delta_group_tokens": 1024}
+  for bad, field in ((dict(matmul_precision="tf32"), "matmul_precision"),
+                     (dict(delta_group_tokens=-2), "delta_group_tokens"), (dict(small_block=-1), "small_block")):
+    with pytest.raises(ValueError, match=field):
+      platform.check(train(**bad))
+  assert model.ModelConfig(vocab_size=8, chunk_size=0).chunk_size == tuning.current().chunk_size
+  assert model.ModelConfig(vocab_size=8, chunk_size=32).chunk_size == 32
