@@ -34,7 +34,8 @@ groups of about `delta_group_tokens` tokens (tuning.py's table: 256 on CPU, one 
 rematerialized outer lax.scan, as chunk.py does.
 
 Precision (precision.py, docs/DESIGN.md): the inverse and the solve run at HIGHEST whatever the global
-setting (under emulated TF32 operands today's inverse lost ~3 digits at correlated keys); with bf16
+setting (with TF32 operands, emulated, the inverse at correlated keys and β up to 2 was off by 2.0e-3
+relative vs float64; at HIGHEST 4.6e-7, float32's own error; tests/ops/test_precision.py); with bf16
 inputs (`operand_dtype`) K Kᵀ, Q Kᵀ and the output's two products take bf16 operands with float32
 accumulation; A, the solve, the exponents, the state passing and the state stay float32.
 """
@@ -64,8 +65,9 @@ def unit_lower_inverse(a_XCC, exact: bool = True):
   [[L₁₁, 0], [L₂₁, L₂₂]]⁻¹ = [[L₁₁⁻¹, 0], [−L₂₂⁻¹ L₂₁ L₁₁⁻¹, L₂₂⁻¹]]: the two diagonal halves are
   inverted together (side by side on the batch axis) down to 1×1 blocks (whose inverse is 1), C padded
   to a power of two with identity: log₂C levels of batched matmuls, O(C³/3) flops per chunk, at HIGHEST
-  precision (`precision.matmul(exact=True)`). Exact (no truncated series), and unlike lax.linalg.triangular_solve fast on CPU (XLA's CPU triangular
-  solve runs ~500× slower than a matmul of the same size on a batch of 64×64 systems, 2 cores).
+  precision (`precision.matmul(exact=True)`). Exact (no truncated series), and unlike
+  lax.linalg.triangular_solve fast on CPU (XLA's CPU triangular solve runs ~500× slower than a matmul
+  of the same size on a batch of 64×64 systems, 2 cores).
   exact=False runs the dots at the platform's precision (this op before the precision policy; kept to
   measure the difference under `precision.emulate`).
   """
