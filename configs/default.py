@@ -61,7 +61,8 @@ def model_config() -> ml_collections.ConfigDict:
   m.dtype = "float32"
   # Op computation form: chunk | recurrent | parallel | assoc (linear mixers); fft | scan | assoc (s4).
   m.mode = ""
-  # Chunk size of the chunkwise-parallel form (16 is the fastest for vector-gated GLA on a CPU).
+  # Chunk size of the chunkwise-parallel form (16 is the fastest for vector-gated GLA on a CPU); 0 = the
+  # backend's (ops/tuning.py: CPU 16, GPU/TPU 64).
   m.chunk_size = 16
   # softmax: positional encoding none | learned | rope.
   m.pos_encoding = "rope"
@@ -241,6 +242,15 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.train.profile_steps = ""
   # Debug: run the ops' value checks (e.g. log_decay <= 0) inside the jitted steps via checkify (slower).
   c.train.debug_checks = False
+  # Default precision of float32 matmuls, applied once at start-up: '' = the platform's (GPU: TF32, TPU: one
+  # bfloat16 pass, CPU: float32) | default | high | highest | bfloat16 | tensorfloat32 | float32. The delta
+  # rule's triangular solve runs at highest whatever this says (docs/DESIGN.md, "Precision").
+  c.train.matmul_precision = ""
+  # Tokens per rematerialized group of the delta rule's chunk form: 0 = the backend's (ops/tuning.py: CPU 256,
+  # GPU/TPU one group), -1 = one group (no recomputation, activation memory grows with T), N = about N tokens.
+  c.train.delta_group_tokens = 0
+  # Delta rule's triangular inverse: blocks up to this size as elementwise products; 0 = the backend's (4).
+  c.train.small_block = 0
 
   c.mesh = ml_collections.ConfigDict()
   # Devices on the mesh's data axis (batch; FSDP shards over it); 0 = all devices not used by seq.

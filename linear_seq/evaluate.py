@@ -39,6 +39,7 @@ from linear_seq import data
 from linear_seq import eval_lib
 from linear_seq import metrics as metrics_lib
 from linear_seq import model as model_lib
+from linear_seq import platform
 from linear_seq import plugins
 from linear_seq import sharding
 from linear_seq import steps
@@ -113,6 +114,10 @@ def restore(workdir: str, step: Optional[int] = None,
         raise validation.ConfigError(str(e)) from e
       _check_overrides(saved, config)
     info = validation.check_config(config) if need_data else _saved_info(config, workdir)
+    try:
+      platform.apply(config.train)   # the run's matmul precision and tuning overrides (absent in old configs: '')
+    except ValueError as e:
+      raise validation.ConfigError(str(e)) from e
     mesh = sharding.make_mesh()
     static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
     latest = ckpt.latest_step()

@@ -24,6 +24,7 @@ from flax import nnx
 
 from linear_seq import mixers, ops, param_init
 from linear_seq.mixers import attention_impl, deltanet, dt_gate, segments
+from linear_seq.ops import tuning
 from linear_seq.mixers.short_conv import ShortConv
 from linear_seq.checks import check_choice
 
@@ -118,6 +119,8 @@ class ModelConfig:
     set_("layer_mixers", _names(self.layer_mixers))
     set_("decay", _floats(self.decay))
     set_("gamma", _floats(self.gamma))
+    if self.chunk_size == 0 and not isinstance(self.chunk_size, bool):   # 0: the backend's (ops/tuning.py)
+      set_("chunk_size", tuning.current().chunk_size)
     for name, value in (("vocab_size", self.vocab_size), ("d_model", self.d_model),
                         ("num_layers", self.num_layers), ("num_heads", self.num_heads),
                         ("chunk_size", self.chunk_size)):

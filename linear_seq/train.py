@@ -35,6 +35,7 @@ from linear_seq import eval_lib
 from linear_seq import metrics as metrics_lib
 from linear_seq import model as model_lib
 from linear_seq import optim
+from linear_seq import platform
 from linear_seq import profiling
 from linear_seq import sharding
 from linear_seq import steps
@@ -187,6 +188,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, resta
   workdir is created or locked (a ConfigError leaves nothing behind). Holds the workdir's lock throughout
   (WorkdirError at once if another run holds it)."""
   info = validation.check_config(config)
+  try:
+    platform.apply(config.train)   # matmul precision, the ops' tuning overrides: once, before any tracing
+  except ValueError as e:
+    raise validation.ConfigError(str(e)) from e
   mesh = make_mesh(config)
   try:
     sharding.check_batch_size(int(config.data.batch_size), mesh)

@@ -70,6 +70,10 @@ def delta_rule(q, k, v, beta, log_decay=None, *, scale: Optional[float] = None,
       initial_state is the state before shard 0 (see delta_seq.py).
     implementation: None / 'auto' (the backend's, ops/implementation.py) or 'xla' (the forms here).
 
+  Precision: computed in float32 (float64 with float64 inputs); with bf16 q, k, v the chunk and parallel
+  forms' large products take bf16 operands with float32 accumulation (ops/precision.py), and the
+  triangular solve runs at HIGHEST precision whatever the global setting.
+
   Returns:
     o [B, T, H, V] in the dtype of q, k, v, and the final state S [B, H, K, V] float32 (float64
     under jax_enable_x64 with float64 inputs).
@@ -78,6 +82,8 @@ def delta_rule(q, k, v, beta, log_decay=None, *, scale: Optional[float] = None,
   implementation_lib.resolve(implementation)  # 'xla' on every backend today (ops/implementation.py)
   out_dtype = jnp.result_type(q, k, v)
   acc = jnp.promote_types(out_dtype, jnp.float32)
+  # Narrower inputs (bf16): the chunk forms' large products take them as operands, accumulating in float32.
+  operand = out_dtype if jnp.finfo(out_dtype).bits < 32 else None
   g = recurrence_lib._gate(log_decay, B, T, H, K, acc)   # None, [B,T,H,1] or [B,T,H,K]; clamped
   if scale is None:
     scale = K ** -0.5
@@ -92,8 +98,8 @@ def delta_rule(q, k, v, beta, log_decay=None, *, scale: Optional[float] = None,
     if mode == "assoc":
       return assoc(q, k, v, beta, g, s0)
     if mode == "parallel":
-      return delta_chunk.parallel(q, k, v, beta, g, s0)
-    return delta_chunk.chunk(q, k, v, beta, g, s0, chunk_size)
+      return delta_chunk.parallel(q, k, v, beta, g, s0, operand)
+    return delta_chunk.chunk(q, k, v, beta, g, s0, chunk_size, operand)
 
   if seq_axis is None:
     o, s = form(q, k, v, beta, g, s0)

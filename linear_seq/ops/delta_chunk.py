@@ -30,7 +30,14 @@ difference of cumulative sums. A scalar gate's D is one C×C matrix per chunk (a
 per-channel gate's D has a K axis, and both Σ_k k_tk k_sk e^{D_tsk} (A) and Σ_k q_tk k_sk e^{D_tsk}
 (the Q-K term) come from chunk.py's binary-splitting construction (`_intra_vector`), exact for
 strong gates (log α ≈ −20 per step); C is rounded up to a power of two there. Long sequences run in
-groups of about GROUP_TOKENS tokens in a rematerialized outer lax.scan, as chunk.py does.
+groups of about `delta_group_tokens` tokens (tuning.py's table: 256 on CPU, one group on GPU/TPU) in a
+rematerialized outer lax.scan, as chunk.py does.
+
+Precision (precision.py, docs/DESIGN.md): the inverse and the solve run at HIGHEST whatever the global
+setting (with TF32 operands, emulated, the inverse at correlated keys and β up to 2 was off by 2.0e-3
+relative vs float64; at HIGHEST 4.6e-7, float32's own error; tests/ops/test_precision.py); with bf16
+inputs (`operand_dtype`) K Kᵀ, Q Kᵀ and the output's two products take bf16 operands with float32
+accumulation; A, the solve, the exponents, the state passing and the state stay float32.
 """
 import math
 
@@ -40,57 +47,63 @@ import numpy as np
 from jax import lax
 
 from linear_seq.ops import chunk as chunk_lib
+from linear_seq.ops import precision
+from linear_seq.ops import tuning
 
-# Tokens per group of the outer (rematerialized) scan, rounded to whole chunks. Measured fwd+bwd at T=8192
+# Tokens per group of the outer (rematerialized) scan on CPU (tuning.py's `delta_group_tokens`, read at trace
+# time), rounded to whole chunks. Measured fwd+bwd at T=8192
 # (B=1, H=4, K=V=64, 2 threads, medians of 7, side by side in one run; a shared machine): groups of
 # 128 / 256 / 512 tokens 248 / 260 / 276 ms; in another run 512 / 1024 / 2048 / 8192 (no groups) 480 / 584 /
 # 677 / 756 ms. Compiled memory 79 / 80 / 84 / 94 / 115 / 193 MiB for 128 ... 8192 (the linear chunk: 79).
-GROUP_TOKENS = 256
 # (Saving the solve's inverse, W/U and the chunk states for the backward instead of recomputing them,
 # jax.checkpoint policies, measured no faster: 245-252 ms against 245 ms, at 96-121 MiB against 80.)
 
 
-def unit_lower_inverse(a_XCC):
+def unit_lower_inverse(a_XCC, exact: bool = True):
   """(I + A)⁻¹ for strictly lower-triangular A [..., C, C], by recursive 2×2 block inversion.
 
   [[L₁₁, 0], [L₂₁, L₂₂]]⁻¹ = [[L₁₁⁻¹, 0], [−L₂₂⁻¹ L₂₁ L₁₁⁻¹, L₂₂⁻¹]]: the two diagonal halves are
   inverted together (side by side on the batch axis) down to 1×1 blocks (whose inverse is 1), C padded
-  to a power of two with identity: log₂C levels of batched matmuls, O(C³/3) flops per chunk. Exact
-  (no truncated series), and unlike lax.linalg.triangular_solve fast on CPU (XLA's CPU triangular
-  solve runs ~500× slower than a matmul of the same size on a batch of 64×64 systems, 2 cores).
+  to a power of two with identity: log₂C levels of batched matmuls, O(C³/3) flops per chunk, at HIGHEST
+  precision (`precision.matmul(exact=True)`). Exact (no truncated series), and unlike
+  lax.linalg.triangular_solve fast on CPU (XLA's CPU triangular solve runs ~500× slower than a matmul
+  of the same size on a batch of 64×64 systems, 2 cores).
+  exact=False runs the dots at the platform's precision (this op before the precision policy; kept to
+  measure the difference under `precision.emulate`).
   """
   *lead, C, _ = a_XCC.shape
   n = 1 << max(C - 1, 0).bit_length()
   if n != C:
     a_XCC = jnp.pad(a_XCC, [(0, 0)] * len(lead) + [(0, n - C), (0, n - C)])
-  return _inverse(a_XCC.reshape(-1, n, n)).reshape(*lead, n, n)[..., :C, :C]
+  small = tuning.current().small_block
+  return _inverse(a_XCC.reshape(-1, n, n), small, exact).reshape(*lead, n, n)[..., :C, :C]
 
 
-def _inverse(a_Mnn):
+def _inverse(a_Mnn, small: int, exact: bool):
   """The recursion on a flat batch [M, n, n] (the halves go side by side on axis 0: rank stays 3)."""
   M, n, _ = a_Mnn.shape
   if n == 1:
     return jnp.ones_like(a_Mnn)
   h = n // 2
-  x = _inverse(jnp.concatenate([a_Mnn[:, :h, :h], a_Mnn[:, h:, h:]], axis=0))
+  x = _inverse(jnp.concatenate([a_Mnn[:, :h, :h], a_Mnn[:, h:, h:]], axis=0), small, exact)
   x11, x22 = x[:M], x[M:]
-  off = -_matmul(x22, _matmul(a_Mnn[:, h:, :h], x11))
+  off = -_matmul(x22, _matmul(a_Mnn[:, h:, :h], x11, small, exact), small, exact)
   top = jnp.concatenate([x11, jnp.zeros_like(off)], axis=-1)
   return jnp.concatenate([top, jnp.concatenate([off, x22], axis=-1)], axis=-2)
 
 
-def _matmul(x_Mab, y_Mbc):
-  """x @ y; blocks of size <= SMALL_BLOCK as a broadcast product summed (one fused loop) instead of a dot."""
-  if x_Mab.shape[-1] <= SMALL_BLOCK:
+def _matmul(x_Mab, y_Mbc, small: int, exact: bool):
+  """x @ y (at HIGHEST if exact); blocks of size <= small as a broadcast product summed (one fused loop)."""
+  if x_Mab.shape[-1] <= small:
     return (x_Mab[:, :, :, None] * y_Mbc[:, None, :, :]).sum(axis=2)
-  return jnp.matmul(x_Mab, y_Mbc)
+  return precision.matmul(x_Mab, y_Mbc, exact=exact)
 
 
 # The recursion's lowest levels multiply [M, h, h] blocks with h = 1, 2, 4, where XLA's CPU dot is mostly call
 # overhead: as fused elementwise products they cost ~0.6x (measured on 512 blocks of 64x64, one core: the
 # inverse 13.1 -> 7.8 ms; 8x8 blocks this way measured no faster). Accuracy unchanged: rel. RMS vs a float64
-# inverse 1.07e-7 either way, 2.90e-7 -> 2.97e-7 with keys at correlation 0.99 and beta up to 2.
-SMALL_BLOCK = 4
+# inverse 1.07e-7 either way, 2.90e-7 -> 2.97e-7 with keys at correlation 0.99 and beta up to 2. The threshold is
+# tuning.py's `small_block` (4 on CPU).
 
 
 @jax.custom_vjp
@@ -106,15 +119,15 @@ def unit_lower_solve(a_XCC, r_XCD):
 
 def _solve_fwd(a_XCC, r_XCD):
   x_XCC = unit_lower_inverse(a_XCC)
-  y_XCD = jnp.einsum("...cs,...sd->...cd", x_XCC, r_XCD)
+  y_XCD = precision.einsum("...cs,...sd->...cd", x_XCC, r_XCD, exact=True)
   return y_XCD, (x_XCC, y_XCD)
 
 
 def _solve_bwd(res, dy_XCD):
   x_XCC, y_XCD = res
   C = x_XCC.shape[-1]
-  dr_XCD = jnp.einsum("...sc,...sd->...cd", x_XCC, dy_XCD)
-  da_XCC = -jnp.einsum("...cd,...sd->...cs", dr_XCD, y_XCD)
+  dr_XCD = precision.einsum("...sc,...sd->...cd", x_XCC, dy_XCD, exact=True)
+  da_XCC = -precision.einsum("...cd,...sd->...cs", dr_XCD, y_XCD, exact=True)
   return jnp.where(np.tril(np.ones((C, C), bool), -1), da_XCC, 0.0), dr_XCD
 
 
@@ -126,21 +139,23 @@ def state_pass(s0_BHKV, w_NBHCK, u_NBHCV, k_NBHCK, decay_NBHk):
 
       δ_n = U_n − W_n S_n,    S_{n+1} = diag(d_n) S_n + K_nᵀ δ_n     (K_n = K ⊙ e^r, d_n = e^Γ)
 
-  Returns (S_N, [S_n], [δ_n]); decay None means d = 1. (A hand-written backward for it, a reverse
+  Returns (S_N, [S_n], [δ_n]); decay None means d = 1. Float32 operands whatever the input dtype (the
+  carried state is never rounded to bf16); the platform's precision. (A hand-written backward for it, a reverse
   scan with the weight gradients batched after it, measured no faster than autodiff's on CPU.)
   """
   def step(s_BHKV, x):
     w_BHCK, u_BHCV, k_BHCK, d_BHk = x
-    delta_BHCV = u_BHCV - jnp.einsum("bhck,bhkv->bhcv", w_BHCK, s_BHKV)
+    delta_BHCV = u_BHCV - precision.einsum("bhck,bhkv->bhcv", w_BHCK, s_BHKV)
     s_next = s_BHKV if d_BHk is None else d_BHk[..., None] * s_BHKV
-    return s_next + jnp.einsum("bhck,bhcv->bhkv", k_BHCK, delta_BHCV), (s_BHKV, delta_BHCV)
+    return s_next + precision.einsum("bhck,bhcv->bhkv", k_BHCK, delta_BHCV), (s_BHKV, delta_BHCV)
 
   s_BHKV, (s_in_NBHKV, delta_NBHCV) = lax.scan(step, s0_BHKV, (w_NBHCK, u_NBHCV, k_NBHCK, decay_NBHk))
   return s_BHKV, s_in_NBHKV, delta_NBHCV
 
 
-def _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C: int, vector: bool):
+def _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C: int, vector: bool, operand_dtype=None):
   """The WY/UT form over one group of tokens (all its chunks at once); returns (o, S_last)."""
+  dot = lambda spec, x, y: precision.einsum(spec, x, y, operand_dtype=operand_dtype)
   B, T, H, K = q_BTHK.shape
   V = v_BTHV.shape[-1]
   N = math.ceil(T / C)
@@ -150,8 +165,8 @@ def _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C: int, vect
   causal = np.tril(np.ones((C, C), bool))
 
   if g_BTHk is None:
-    kk = jnp.einsum("nbhck,nbhsk->nbhcs", k, k)
-    qk = jnp.where(causal, jnp.einsum("nbhck,nbhsk->nbhcs", q, k), 0.0)
+    kk = dot("nbhck,nbhsk->nbhcs", k, k)
+    qk = jnp.where(causal, dot("nbhck,nbhsk->nbhcs", q, k), 0.0)
     q_in, k_in, k_out, decay = q, k, k, None
   else:
     g = chunk_lib._to_chunks(g_BTHk, N, C)                 # [N, B, H, C, 1 or K]
@@ -162,8 +177,8 @@ def _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C: int, vect
       prefix, suffix = chunk_lib._prefix_suffix(g)
       total = prefix[..., -1, :]
       w = jnp.exp(chunk_lib._pair_sums(g)[..., 0])          # [N, B, H, C, C], 0 above the diagonal
-      kk = jnp.einsum("nbhck,nbhsk->nbhcs", k, k) * w
-      qk = jnp.einsum("nbhck,nbhsk->nbhcs", q, k) * w
+      kk = dot("nbhck,nbhsk->nbhcs", k, k) * w
+      qk = dot("nbhck,nbhsk->nbhcs", q, k) * w
     e_pre = jnp.exp(prefix)
     q_in, k_in, k_out = q * e_pre, k * e_pre, k * jnp.exp(suffix)
     decay = jnp.exp(total)                                  # e^{Γ}: [N, B, H, 1 or K]
@@ -174,8 +189,7 @@ def _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C: int, vect
   w_NBHCK, u_NBHCV = sol[..., :K], sol[..., K:]
   s = jnp.zeros((B, H, K, V), q.dtype) if s0_BHKV is None else s0_BHKV
   s, s_in_NBHKV, delta = state_pass(s, w_NBHCK, u_NBHCV, k_out, decay)
-  o = (jnp.einsum("nbhck,nbhkv->nbhcv", q_in, s_in_NBHKV)
-       + jnp.einsum("nbhcs,nbhsv->nbhcv", qk, delta))
+  o = dot("nbhck,nbhkv->nbhcv", q_in, s_in_NBHKV) + dot("nbhcs,nbhsv->nbhcv", qk, delta)
   return chunk_lib._from_chunks(o, T), s
 
 
@@ -183,19 +197,23 @@ def _is_vector(g_BTHk) -> bool:
   return g_BTHk is not None and g_BTHk.shape[-1] > 1
 
 
-def parallel(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV):
-  """The T×T form: one chunk holding the whole sequence (float32 in, scale in q, g clamped)."""
+def parallel(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, operand_dtype=None):
+  """The T×T form: one chunk holding the whole sequence (float32 in, scale in q, g clamped).
+
+  operand_dtype: None, or bf16: the large products' operand dtype (float32 accumulation; module docstring).
+  """
   T = q_BTHK.shape[1]
   vector = _is_vector(g_BTHk)
   C = 1 << (T - 1).bit_length() if vector else T
-  return _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C, vector)
+  return _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C, vector, operand_dtype)
 
 
-def chunk(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, chunk_size: int):
+def chunk(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, chunk_size: int, operand_dtype=None):
   """Chunkwise form (float32 in, scale in q, g clamped finite). g: None, [B,T,H,1] or [B,T,H,K].
 
-  Sequences longer than two groups run group by group (GROUP_TOKENS, whole chunks) in a
-  rematerialized lax.scan that carries the state; shorter ones in one pass.
+  Sequences longer than two groups run group by group (tuning's `delta_group_tokens`, whole chunks;
+  None: one group) in a rematerialized lax.scan that carries the state; shorter ones in one pass.
+  operand_dtype: None, or bf16: the large products' operand dtype (float32 accumulation).
   """
   B, T, H, K = q_BTHK.shape
   V = v_BTHV.shape[-1]
@@ -203,9 +221,10 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, chunk_size: int):
   C = max(1, min(chunk_size, T))
   if vector:   # binary splitting needs a power of two
     C = 1 << (C - 1).bit_length()
-  G = math.ceil(T / max(GROUP_TOKENS, C))
+  group_tokens = tuning.current().delta_group_tokens
+  G = 1 if group_tokens is None else math.ceil(T / max(group_tokens, C))
   if G < 2:
-    return _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C, vector)
+    return _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C, vector, operand_dtype)
 
   # G groups of L tokens (whole chunks), padded like the chunks: q = k = v = β = 0, log α = 0.
   L = math.ceil(math.ceil(T / G) / C) * C
@@ -220,7 +239,7 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, chunk_size: int):
 
   @jax.checkpoint
   def body(s_BHKV, x):
-    o_BLHV, s_BHKV = _chunk_group(*x, s_BHKV, C, vector)
+    o_BLHV, s_BHKV = _chunk_group(*x, s_BHKV, C, vector, operand_dtype)
     return s_BHKV, o_BLHV
 
   s = jnp.zeros((B, H, K, V), q_BTHK.dtype) if s0_BHKV is None else s0_BHKV

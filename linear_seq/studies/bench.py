@@ -8,6 +8,8 @@
   python -m linear_seq.studies.bench --T=2048,8192 --forms=delta_chunk,delta_product_chunk   # DeltaProduct
   python -m linear_seq.studies.bench --T=8192 --repeats=7 \
     --forms=chunk_scalar,chunk_scalar_signed,chunk_vector,chunk_vector_signed          # signed decays
+  python -m linear_seq.studies.bench --batch=8 --heads=16 --dk=128 --dv=128 --dtype=bfloat16 \
+    --T=2048,8192,32768 --forms=chunk,delta_chunk,delta_chunk_vector   # the GPU shape (B, H, K) = (8, 16, 128)
 
 Every case is jitted twice: the forward (the output only) and the forward+backward (the gradients of
 Σ o ⊙ c for a fixed random cotangent c wrt q, k, v and log_decay; for the SSM wrt u, Ab, Bb, C, D;
@@ -17,7 +19,9 @@ times each case once: A, B, C, A, B, C, ...), so the ratios compare forms measur
 under the same machine load; each case's repeats are capped by a time budget so slow forms
 (recurrent at T=8192) get fewer. Reported: median and min over the repeats, tokens/s of the
 forward+backward, XLA's compiled memory (temp + arguments + outputs) and, where the device reports
-it, the running peak of device memory.
+it, the running peak of device memory. --dtype=bfloat16 feeds the attention, linear_recurrence and
+delta-rule cases bf16 q, k, v (gates and β stay float32; the ops' precision policy, docs/DESIGN.md);
+the SSM cases stay float32.
 """
 import dataclasses
 import json
@@ -128,8 +132,10 @@ def _seq_case(form: str, T: int, a, key) -> Case:
   q = jax.random.normal(kq, (B, T, H, K), jnp.float32)
   k = jax.random.normal(kk, (B, T, H, K), jnp.float32)
   v = jax.random.normal(kv, (B, T, H, V), jnp.float32)
+  dt = jnp.dtype(a.dtype)
   if op == "softmax_attention":
-    case.fn, case.args = (lambda q, k, v: ops.softmax_attention(q, k, v, causal=True)), (q, k, v)
+    case.fn, case.args = (lambda q, k, v: ops.softmax_attention(q, k, v, causal=True)), (q.astype(dt), k.astype(dt),
+                                                                                          v.astype(dt))
   elif op == "delta_product":  # the delta_rule case's inputs with n_h keys, values and β per token
     n, opts = HOUSEHOLDER_STEPS, {"mode": mode} | ({"chunk_size": a.chunk_size} if a.chunk_size else {})
     l2 = lambda x: x / jnp.linalg.norm(x, axis=-1, keepdims=True)
@@ -137,20 +143,20 @@ def _seq_case(form: str, T: int, a, key) -> Case:
     vn = jax.random.normal(kv, (B, T, n, H, V), jnp.float32)
     beta = jax.nn.sigmoid(jax.random.normal(jax.random.fold_in(kg, 1), (B, T, n, H), jnp.float32))
     case.fn = lambda q, k, v, b: householder.delta_product(q, k, v, b, **opts)[0]
-    case.args = (l2(q), kn, vn, beta)
+    case.args = (l2(q).astype(dt), kn.astype(dt), vn.astype(dt), beta)
   elif op == "delta_rule":  # q, k L2-normalized (as the deltanet mixer does), β = σ(x) ∈ (0, 1)
     opts = {"mode": mode} | ({"chunk_size": a.chunk_size} if a.chunk_size else {})
     l2 = lambda x: x / jnp.linalg.norm(x, axis=-1, keepdims=True)
     beta = jax.nn.sigmoid(jax.random.normal(jax.random.fold_in(kg, 1), (B, T, H), jnp.float32))
     case.fn = lambda q, k, v, b, g=None: ops.delta_rule(q, k, v, b, g, **opts)[0]
-    case.args = (l2(q), l2(k), v, beta)
+    case.args = (l2(q).astype(dt), l2(k).astype(dt), v.astype(dt), beta)
     if gate:  # as below
       shape = (B, T, H) if gate == "scalar" else (B, T, H, K)
       case.args += (jax.nn.log_sigmoid(4.0 + jax.random.normal(kg, shape, jnp.float32)),)
   else:
     opts = {"mode": mode} | ({"chunk_size": a.chunk_size} if a.chunk_size else {})
     case.fn = lambda q, k, v, g=None, sign=None: ops.linear_recurrence(q, k, v, g, decay_sign=sign, **opts)[0]
-    case.args = (q, k, v)
+    case.args = (q.astype(dt), k.astype(dt), v.astype(dt))
     if gate:  # GLA-like gates, |α| ≈ 0.98: log σ(x + 4), no denormals on the way
       shape = (B, T, H) if gate.endswith("scalar") else (B, T, H, K)
       case.args += (jax.nn.log_sigmoid(4.0 + jax.random.normal(kg, shape, jnp.float32)),)
@@ -377,10 +383,12 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   flags.DEFINE_float("budget_s", 6.0, "Cap on the timed seconds per case and pass (fwd, fwd+bwd): slow forms "
                      "get fewer repeats, at least 1.", **kw)
   flags.DEFINE_float("max_gib", 6.0, "Skip a case whose memory would exceed this.", **kw)
-  flags.DEFINE_integer("batch", 1, "Batch of the attention and linear_recurrence cases.", **kw)
-  flags.DEFINE_integer("heads", 4, "Heads H.", **kw)
-  flags.DEFINE_integer("dk", 64, "Key dimension K.", **kw)
+  flags.DEFINE_integer("batch", 1, "Batch of the attention and linear_recurrence cases (GPU shape: 8).", **kw)
+  flags.DEFINE_integer("heads", 4, "Heads H (GPU shape: 16).", **kw)
+  flags.DEFINE_integer("dk", 64, "Key dimension K (GPU shape: 128, and --dv=128).", **kw)
   flags.DEFINE_integer("dv", 64, "Value dimension V.", **kw)
+  flags.DEFINE_enum("dtype", "float32", ("float32", "bfloat16"), "dtype of q, k, v in the attention, "
+                    "linear_recurrence and delta-rule cases (gates, β and the SSM stay float32).", **kw)
   flags.DEFINE_integer("chunk_size", None, "Chunk mode's chunk_size (default: the op's).", **kw)
   flags.DEFINE_integer("ssm_batch", 16, "SSM batch.", **kw)
   flags.DEFINE_integer("ssm_channels", 128, "SSM SISO channels.", **kw)
@@ -429,7 +437,7 @@ def run_flags(a: flags.FlagValues = FLAGS) -> dict:
   s4d = (a.ssm_batch, a.ssm_channels, a.ssm_states, a.ssm_T) == (16, 128, 64, 4096)
   ratios = compute_ratios(cases, s4d)
   rows = table_rows(cases)
-  print(f"\nattention, linear_recurrence: B={a.batch} H={a.heads} K={a.dk} V={a.dv}; "
+  print(f"\nattention, linear_recurrence: B={a.batch} H={a.heads} K={a.dk} V={a.dv} {a.dtype}; "
         f"ssm ({a.ssm_path} path): B={a.ssm_batch}, {a.ssm_channels} SISO channels x "
         f"{a.ssm_states} complex states.\nms: median of the repeats (fwd/fwd+bwd counts in the "
         f"last column); cpu: process CPU time, all threads; memory: XLA's compiled "

@@ -6,6 +6,10 @@ Tolerances (float32 ops, relative RMS as in fla, `helpers.rel_rms`), the same as
     `recurrent` mode run in float64 (jax.enable_x64), itself checked by check_grads:  ≤ 2e-5
   the chunk form run in float64 vs the loop reference (the WY/UT algebra itself):     ≤ 1e-12
   bfloat16 inputs: o vs the reference on the bf16-rounded inputs:                     ≤ 1e-2
+  bfloat16 inputs (bf16 operands, float32 accumulation) vs the float32 op on the same rounded inputs:
+    o ≤ 1e-2 (measured ≤ 5.3e-3), S ≤ 1e-5 (the state passing stays float32)
+  float32 under emulated TF32 products (ops/precision.py; the solve stays exact), values and gradients
+    vs the float64 references:                                                      ≤ 3e-3 (measured ≤ 1.5e-3)
 Keys are always L2-normalized (the mixers do it; unnormalized keys with β near 2 blow the state
 up by design). Sizes and options are covered pairwise (CASES), not as a full product.
 """
@@ -20,6 +24,8 @@ from jax import test_util
 from linear_seq import ops
 from linear_seq.ops import delta as delta_lib
 from linear_seq.ops import delta_chunk
+from linear_seq.ops import precision
+from linear_seq.ops import tuning
 from linear_seq.ops.reference import delta_rule_reference
 from tests.helpers import assert_close, random_like, random_log_decay, rel_rms, vjp_grads
 
@@ -127,7 +133,7 @@ def test_chunk_form_is_exact_in_float64(gate, strength):
 
 def test_grouped_chunk_matches_reference(monkeypatch):
   """Sequences longer than two groups run group by group (rematerialized outer scan)."""
-  monkeypatch.setattr(delta_chunk, "GROUP_TOKENS", 32)   # 4 groups, the last one padded
+  monkeypatch.setattr(tuning, "_overrides", {"delta_group_tokens": 32})   # 4 groups, the last one padded
   args = make_inputs(100, 24, 20, "vector", "mixed", True, True, seed=3)
   cot = _cotangents(args[0], args[2])
 
@@ -298,3 +304,38 @@ def test_errors(kwargs, message):
   args.update({n: kwargs.pop(n) for n in ("q", "k", "v", "beta") if n in kwargs})
   with pytest.raises(ValueError, match=message):
     ops.delta_rule(args["q"], args["k"], args["v"], args["beta"], **kwargs)
+
+
+@pytest.mark.parametrize("case", [CASES[3], CASES[5]], ids=lambda c: "-".join(map(str, c[:-1])))
+def test_float32_under_emulated_tf32(case):
+  """The float32 path where plain products round operands to TF32 (a GPU's default): its own tolerance."""
+  T, K, V, C, gate, strength, resets, init, beta, modes = case
+  args = make_inputs(T, K, V, gate, strength, resets, init, beta)
+  cot = _cotangents(args[0], args[2])
+  o_ref, s_ref = delta_rule_reference(*args[:5], initial_state=args[5])
+  _, grads64 = _float64_recurrent(C, args, cot)
+  for mode in [m for m in ("chunk", "parallel") if m in modes]:
+    def f(q, k, v, b, g, s0, cot, mode=mode):
+      run = lambda q, k, v, b, g, s0: ops.delta_rule(q, k, v, b, g, initial_state=s0, mode=mode, chunk_size=C)
+      return run(q, k, v, b, g, s0), vjp_grads(run, (q, k, v, b, g, s0), cot)
+    with precision.emulate("tf32"):   # traced inside: a fresh jit, not the cached _vjp_fn
+      (o, s), grads = jax.jit(f)(*args, cot)
+    assert_close((o, s), (o_ref, s_ref), 3e-3, f"{mode} o, S (emulated TF32)")
+    for name, gr, gr64 in zip(_grad_names(args[4], args[5]), grads, grads64):
+      assert_close(gr, gr64, 3e-3, f"{mode} {name} (emulated TF32)")
+
+
+def test_bfloat16_path_vs_float32():
+  """bf16 inputs: the chunk products take bf16 operands (float32 accumulation), the state stays float32."""
+  q, k, v, b, g, s0 = make_inputs(100, 24, 20, "scalar", "mixed", True, True, seed=8)
+  bf = lambda x: jnp.asarray(x, jnp.bfloat16)
+  up = lambda x: jnp.asarray(bf(x), jnp.float32)
+  run = _fwd("chunk", 16)
+  o, s = run(bf(q), bf(k), bf(v), bf(b), g, s0)
+  o32, s32 = run(up(q), up(k), up(v), up(b), g, s0)
+  assert o.dtype == jnp.bfloat16 and s.dtype == jnp.float32
+  assert_close(np.asarray(o, np.float32), o32, 1e-2, "bf16 o vs float32 op")
+  assert_close(s, s32, 1e-5, "bf16 S vs float32 op")
+  hlo = run.lower(bf(q), bf(k), bf(v), bf(b), g, s0).as_text()
+  bf16_dots = [line for line in hlo.splitlines() if "dot_general" in line and "bf16>, tensor" in line]
+  assert len(bf16_dots) >= 3, "the bf16 path's large products should take bf16 operands"

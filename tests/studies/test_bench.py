@@ -49,6 +49,15 @@ def test_tiny_run_prints_table_and_ratios(tmp_path, capsys):
     assert f"{r['ratio']:.2f}×" in text and r["ratio_cpu"] > 0
 
 
+def test_bfloat16_inputs_and_shape_flags(capsys):
+  res = run(["--T=32", "--repeats=1", "--forms=chunk,delta_chunk", "--dtype=bfloat16", "--batch=2", "--heads=3",
+             "--dk=8", "--dv=4"])
+  assert "B=2 H=3 K=8 V=4 bfloat16" in capsys.readouterr().out
+  assert res["args"]["dtype"] == "bfloat16"
+  for c in res["cases"]:
+    assert c["skip"] is None and c["fwd_bwd_s"][0] > 0, c
+
+
 def test_quadratic_form_skipped_over_memory_cap(capsys):
   res = run(["--T=256", "--forms=parallel_vector", "--max_gib=0.01"])
   (case,) = res["cases"]
@@ -129,5 +138,5 @@ def test_saved_args_are_the_flags():
   res = run(["--T=32", "--forms=chunk", "--repeats=1"])
   assert res["args"]["T"] == [32] and res["args"]["forms"] == ["chunk"] and res["args"]["ssm_path"] == "channels"
   assert set(res["args"]) == {"T", "forms", "repeats", "budget_s", "max_gib", "batch", "heads", "dk", "dv",
-                              "chunk_size", "ssm_batch", "ssm_channels", "ssm_states", "ssm_T", "ssm_path", "json",
-                              "markdown"}
+                              "dtype", "chunk_size", "ssm_batch", "ssm_channels", "ssm_states", "ssm_T", "ssm_path",
+                              "json", "markdown"}

@@ -1,0 +1,71 @@
+"""Per-backend loop tuning of the chunk forms: one table keyed by JAX backend, overridable (config, tests).
+
+Fields (read when an op is traced, for `jax.default_backend()`):
+  delta_group_tokens: tokens per rematerialized outer group of the delta rule's chunk form
+    (delta_chunk.py); None runs the whole sequence as one group (no outer scan, no recomputation).
+  small_block: the delta rule's triangular inverse multiplies blocks up to this size as fused elementwise
+    products instead of dots (delta_chunk.py).
+  chunk_size: the chunk length the models use when `model.chunk_size` is 0 (the ops' own default stays 64).
+
+CPU: the values measured on 2 cores (delta_chunk.py's comments give the measurements); the CPU program is the
+one these ops compiled before the table existed. GPU/TPU: no remat groups (one pass: the outer lax.scan's
+sequential small kernels and the backward's recomputation cost more there than the memory; set
+delta_group_tokens to bound the activation memory), chunk 64. The accelerator values are not measured here.
+The linear chunk form's group size is still chunk.GROUP_TOKENS (512), not yet in this table.
+"""
+import contextlib
+import dataclasses
+from typing import Iterator, Optional
+
+import jax
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuning:
+  delta_group_tokens: Optional[int]
+  small_block: int
+  chunk_size: int
+
+
+TABLE = {
+    "cpu": Tuning(delta_group_tokens=256, small_block=4, chunk_size=16),
+    "gpu": Tuning(delta_group_tokens=None, small_block=4, chunk_size=64),
+    "tpu": Tuning(delta_group_tokens=None, small_block=4, chunk_size=64),
+}
+FIELDS = tuple(f.name for f in dataclasses.fields(Tuning))
+_overrides: dict = {}
+
+
+def current(backend: Optional[str] = None) -> Tuning:
+  """The table's row for `backend` (default: jax.default_backend(); unknown ones get the GPU row) + overrides."""
+  backend = backend or jax.default_backend()
+  return dataclasses.replace(TABLE.get(backend, TABLE["gpu"]), **_overrides)
+
+
+def _check(fields: dict) -> dict:
+  for name, value in fields.items():
+    if name not in FIELDS:
+      raise ValueError(f"tuning: unknown field {name!r}; expected one of {FIELDS}")
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    if not (ok or (value is None and name == "delta_group_tokens")):
+      raise ValueError(f"tuning: {name} must be a positive int{' or None' * (name == 'delta_group_tokens')}; "
+                       f"got {value!r}")
+  return fields
+
+
+def set_overrides(**fields) -> None:
+  """Replaces the process-wide overrides (start-up, from the config); fields not given use the table."""
+  global _overrides
+  _overrides = dict(_check(fields))
+
+
+@contextlib.contextmanager
+def override(**fields) -> Iterator[None]:
+  """Within the block (functions traced there), these fields replace the table's."""
+  global _overrides
+  previous = _overrides
+  _overrides = {**previous, **_check(fields)}
+  try:
+    yield
+  finally:
+    _overrides = previous
