@@ -259,14 +259,15 @@ def convert(hf_dir: str, workdir: str) -> str:
     raise ConvertError(f"config: {e}") from None
   lm = model_lib.LM(cfg, rngs=nnx.Rngs(config.seed))
   load_weights(lm, reference, c, weights)
-  _, params, _ = nnx.split(lm, nnx.Param, ...)
-
-  mesh = sharding.make_mesh()
-  static, _, shardings = steps.setup(config, V, mesh)
-  state = steps.init_state(config, V, static, shardings)   # fresh optimizer state for further training
+  _, params, rest = nnx.split(lm, nnx.Param, ...)
   import jax  # pylint: disable=g-import-not-at-top
-  state["params"] = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), params, state["params"])
-  state["opt_state"] = static.tx.init(state["params"])
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  static, abstract, shardings = steps.setup(config, V, sharding.make_mesh())
+  state = {"step": jnp.zeros((), jnp.int32), "params": params, "rest": rest,
+           "opt_state": static.tx.init(params)}   # a fresh optimizer state for further training
+  if jax.tree.structure(state) != jax.tree.structure(abstract):
+    raise AssertionError("convert: the converted state does not have the train state's structure")
+  state = jax.device_put(state, shardings)
 
   workdir = os.path.abspath(workdir)
   tmp = workdir.rstrip("/") + ".converting"
