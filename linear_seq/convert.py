@@ -227,16 +227,23 @@ def load_weights(lm, reference: str, c: Mapping[str, Any], w: Mapping[str, np.nd
 # ------------------------------------------------------------------------------------------------
 # The workdir.
 
-def _config(fields: Mapping[str, Any]):
+def _config(fields: Mapping[str, Any], overrides: Mapping[str, Any]):
+  """configs/default.py with the model fields, then the user's overrides (which may not touch those fields)."""
   from linear_seq import config_lib  # pylint: disable=g-import-not-at-top
+  fixed = sorted(k for k in overrides if k.startswith("model.") and k[len("model."):] in fields)
+  if fixed:
+    raise ConvertError(f"{', '.join(fixed)} come from the checkpoint and cannot be overridden")
   default = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "default.py")
   config = config_lib.load_config(default)
-  return config_lib.apply_overrides(config, {f"model.{k}": v for k, v in fields.items()})
+  config = config_lib.apply_overrides(config, {f"model.{k}": v for k, v in fields.items()})
+  return config_lib.apply_overrides(config, overrides)
 
 
-def convert(hf_dir: str, workdir: str) -> str:
+def convert(hf_dir: str, workdir: str, overrides: Optional[Mapping[str, Any]] = None) -> str:
   """Converts the save_pretrained folder `hf_dir` into the new workdir `workdir` (see the module docstring);
-  returns workdir. Raises ConvertError (nothing written) when the folder cannot be converted."""
+  returns workdir. overrides: dotted config fields for the workdir's config (e.g. {'data.dataset': 'mqar'}:
+  the data further training uses), as `--config.data.dataset=mqar` on the command line. Raises ConvertError
+  (nothing written) when the folder cannot be converted."""
   from flax import nnx  # pylint: disable=g-import-not-at-top
   from linear_seq import checkpoint, config_lib, sharding, steps  # pylint: disable=g-import-not-at-top
   from linear_seq import model as model_lib  # pylint: disable=g-import-not-at-top
@@ -253,8 +260,10 @@ def convert(hf_dir: str, workdir: str) -> str:
   fields = model_fields(reference, c, V)
   check_weights(weights, expected_shapes(reference, c, V, fields["tie_embeddings"]))
   try:
-    config = _config(fields)
+    config = _config(fields, overrides or {})
     cfg = model_lib.ModelConfig.from_config(config.model)
+  except ConvertError:
+    raise
   except ValueError as e:
     raise ConvertError(f"config: {e}") from None
   lm = model_lib.LM(cfg, rngs=nnx.Rngs(config.seed))
@@ -290,12 +299,19 @@ def convert(hf_dir: str, workdir: str) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m linear_seq.convert", description=__doc__.split("\n")[0])
+  from linear_seq import config_lib  # pylint: disable=g-import-not-at-top
+  parser = argparse.ArgumentParser(prog="python -m linear_seq.convert", description=__doc__.split("\n")[0],
+                                   epilog="--config.FIELD=VALUE sets a field of the workdir's config")
   parser.add_argument("--hf_dir", required=True, help="a local save_pretrained folder")
   parser.add_argument("--workdir", required=True, help="the new linear_seq workdir")
-  args = parser.parse_args(argv)
   try:
-    out = convert(args.hf_dir, args.workdir)
+    overrides, rest = config_lib.override_args(sys.argv[1:] if argv is None else argv)
+  except ValueError as e:
+    sys.stderr.write(f"error: {e}\n")
+    return 1
+  args = parser.parse_args(rest)
+  try:
+    out = convert(args.hf_dir, args.workdir, overrides)
   except ConvertError as e:
     sys.stderr.write(f"error: {e}\n")
     return 1
