@@ -11,11 +11,15 @@ import numpy as np
 import pytest
 
 import linear_seq
+from linear_seq import config_lib
 from linear_seq import convert
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "convert_fixtures")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GAP = 1e-4   # greedy tokens are compared where the reference's top-2 logit gap exceeds this
+GAP = 1e-4
+# Data for further training of the converted mamba2_tied (vocabulary 80): a tiny MQAR task.
+TRAIN = {"data.dataset": "mqar", "data.vocab_size": 64, "data.seq_len": 32, "data.batch_size": 4,
+         "train.num_steps": 2, "train.eval_every": 2, "eval.max_batches": 1}   # greedy tokens are compared where the reference's top-2 logit gap exceeds this
 
 
 def _reference(name):
@@ -37,7 +41,8 @@ def converted(tmp_path_factory):
 
   def get(name):
     if name not in runs:
-      runs[name] = linear_seq.load(convert.convert(os.path.join(FIXTURES, name), str(root / name)))
+      runs[name] = linear_seq.load(convert.convert(os.path.join(FIXTURES, name), str(root / name),
+                                                   TRAIN if name == "mamba2_tied" else None))
     return runs[name]
   return get
 
@@ -70,6 +75,19 @@ def test_workdir_has_a_verified_checkpoint(converted, tmp_path):
   assert os.path.isfile(os.path.join(step_dir, "manifest.json"))
   assert run.step == 0
   assert not os.path.exists(run.workdir + ".converting")
+
+
+def test_evaluate_and_further_training(converted, tmp_path):
+  from linear_seq import evaluate as evaluate_lib  # pylint: disable=g-import-not-at-top
+  from linear_seq import train  # pylint: disable=g-import-not-at-top
+  workdir = str(tmp_path / "w")
+  shutil.copytree(converted("mamba2_tied").workdir, workdir)
+  result = evaluate_lib.evaluate(workdir)
+  assert result["step"] == 0 and np.isfinite(result["eval_loss"])
+  config = config_lib.load_config(f"{ROOT}/configs/workdir.py:{workdir}")
+  out = train.train_and_evaluate(config, workdir)   # resumes from the converted step 0
+  assert out["step"] == 2 and np.isfinite(out["train_loss"])
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["0", "2"]
 
 
 # ------------------------------------------------------------------------------------------------
