@@ -12,7 +12,10 @@ tokenizer's is kept padded). The mixers' options and weight maps are parity.py's
 
 OUT gets what a training run leaves: config.json (configs/default.py with these model fields), a step-0
 checkpoint of the whole train state (fresh optimizer state) with its integrity manifest (checkpoint.py), and the
-folder's tokenizer.json copied as OUT/hf_tokenizer.json when there is one; `linear_seq.load(OUT)` restores it.
+folder's tokenizer.json when there is one (data.tokenizer=hf: data/hf_tokenizer.py); `linear_seq.load(OUT)`
+restores it all (`.logits`, `.generate`, also on text through the tokenizer). The data fields stay
+configs/default.py's unless given (--config.data.dataset=...: the data that evaluation and further training
+use, `python -m linear_seq.main --config=configs/workdir.py:OUT --workdir=OUT` resumes from the conversion).
 Safetensors are read here directly (8-byte little-endian header length, a JSON header, raw little-endian
 buffers). Pickled checkpoints (.bin, .pt) are refused: we never unpickle. Any problem (an unsupported
 architecture or config field, a missing or extra weight, a shape mismatch) raises ConvertError before
@@ -118,6 +121,27 @@ def read_config(hf_dir: str) -> tuple[str, dict]:
     raise ConvertError(f"unsupported architecture {', '.join(archs) or '(none in config.json)'}; supported: "
                        f"{', '.join(SUPPORTED)}")
   return SUPPORTED[archs[0]], c
+
+
+def read_tokenizer(hf_dir: str, c: Mapping[str, Any], vocab_size: int):
+  """The folder's tokenizer.json as data/hf_tokenizer.HFTokenizer (bos: bos_token_id; pad: pad_token_id, else
+  eos, else bos), or None when there is none."""
+  path = os.path.join(hf_dir, "tokenizer.json")
+  if not os.path.isfile(path):
+    return None
+  import tokenizers  # pylint: disable=g-import-not-at-top
+  from linear_seq.data import hf_tokenizer  # pylint: disable=g-import-not-at-top
+  try:
+    tok = tokenizers.Tokenizer.from_file(path)
+  except Exception as e:  # pylint: disable=broad-except  (tokenizers raises its own Exception type)
+    raise ConvertError(f"cannot read {path}: {e}") from None
+  bos = c.get("bos_token_id")
+  pad = next((v for v in (c.get("pad_token_id"), c.get("eos_token_id"), bos) if isinstance(v, int)), None)
+  if not isinstance(bos, int) or pad is None:
+    raise ConvertError(f"config field bos_token_id={bos!r}: the tokenizer needs an integer bos id")
+  if tok.get_vocab_size() > vocab_size:
+    raise ConvertError(f"tokenizer.json has {tok.get_vocab_size()} tokens, the embedding only {vocab_size}")
+  return hf_tokenizer.HFTokenizer(tok, bos, pad)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -259,6 +283,9 @@ def convert(hf_dir: str, workdir: str, overrides: Optional[Mapping[str, Any]] = 
     raise ConvertError(f"weight {emb} has {V} rows, fewer than config vocab_size={c['vocab_size']}")
   fields = model_fields(reference, c, V)
   check_weights(weights, expected_shapes(reference, c, V, fields["tie_embeddings"]))
+  tokenizer = read_tokenizer(hf_dir, c, V)
+  if tokenizer is not None:
+    overrides = {"data.tokenizer": "hf", **(overrides or {})}
   try:
     config = _config(fields, overrides or {})
     cfg = model_lib.ModelConfig.from_config(config.model)
@@ -287,8 +314,8 @@ def convert(hf_dir: str, workdir: str, overrides: Optional[Mapping[str, Any]] = 
     ckpt = checkpoint.Checkpointer(tmp, use_async=False)
     ckpt.save(0, state, {})
     ckpt.close()
-    if os.path.isfile(os.path.join(hf_dir, "tokenizer.json")):
-      shutil.copyfile(os.path.join(hf_dir, "tokenizer.json"), os.path.join(tmp, "hf_tokenizer.json"))
+    if tokenizer is not None:
+      tokenizer.save(tmp)
     if os.path.isdir(workdir):
       os.rmdir(workdir)
     os.replace(tmp, workdir)

@@ -222,8 +222,24 @@ def make_model(name: str, seed: int = 0) -> dict:
   out["greedy_gap"] = np.stack(gaps, axis=1)
   meta = dict(model=name, cls=cls_name, T=MODEL_T, prompt=PROMPT_T, seed=seed, versions=versions())
   out["meta"] = np.array(json.dumps(meta))
+  if name == "llama_gqa":
+    _tiny_tokenizer(folder, V)
   np.savez_compressed(os.path.join(folder, "reference.npz"), **out)
   return out
+
+
+def _tiny_tokenizer(folder: str, vocab_size: int) -> None:
+  """A character-level tokenizer.json (Hugging Face `tokenizers`, no merges): ids 0, 1, 2 = <unk>, <s>, </s>
+  (the Llama config's bos 1 and eos 2), then printable ASCII characters up to vocab_size − 4 tokens, so the
+  embedding has a few padding rows past the tokenizer's vocabulary."""
+  import tokenizers
+  chars = [chr(i) for i in range(32, 127)][:vocab_size - 7]
+  vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{ch: i + 3 for i, ch in enumerate(chars)}}
+  tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+  tok.add_special_tokens(["<unk>", "<s>", "</s>"])
+  tok.pre_tokenizer = tokenizers.pre_tokenizers.Split("", "isolated")
+  tok.decoder = tokenizers.decoders.Fuse()
+  tok.save(os.path.join(folder, "tokenizer.json"))
 
 
 def load_fixture(path: str) -> tuple[dict, dict]:

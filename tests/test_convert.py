@@ -69,6 +69,16 @@ def test_greedy_continuation_matches_the_reference(converted, name):
   np.testing.assert_array_equal(out, ref["greedy"])
 
 
+def test_tokenizer_json_travels_with_the_model(converted):
+  run = converted("llama_gqa")   # its folder has a character-level tokenizer.json (bos 1, 92 of 96 rows)
+  assert run.config.data.tokenizer == "hf" and run.tokenizer.bos_id == 1 and run.tokenizer.vocab_size == 92
+  ids = [1] + [ord(ch) - 32 + 3 for ch in "Hi there"]
+  assert run.tokenizer.encode("Hi there") == ids[1:]
+  np.testing.assert_array_equal(run.logits("Hi there"), run.logits(ids))
+  text = run.generate("Hi there", 6, temperature=0)
+  assert text == run.tokenizer.decode(run.generate(ids, 6, temperature=0))
+
+
 def test_workdir_has_a_verified_checkpoint(converted, tmp_path):
   run = converted("llama_gqa")
   step_dir = os.path.join(run.workdir, "checkpoints", "0")
