@@ -331,12 +331,17 @@ def main(argv: Optional[list[str]] = None) -> int:
                                    epilog="--config.FIELD=VALUE sets a field of the workdir's config")
   parser.add_argument("--hf_dir", required=True, help="a local save_pretrained folder")
   parser.add_argument("--workdir", required=True, help="the new linear_seq workdir")
+  parser.add_argument("--dry_run", action="store_true", help="parse the flags, print what would run, exit 0")
   try:
     overrides, rest = config_lib.override_args(sys.argv[1:] if argv is None else argv)
   except ValueError as e:
     sys.stderr.write(f"error: {e}\n")
     return 1
   args = parser.parse_args(rest)
+  if args.dry_run:
+    print(f"dry run: convert {args.hf_dir} into {args.workdir}" + "".join(
+        f" --config.{k}={v}" for k, v in overrides.items()))
+    return 0
   try:
     out = convert(args.hf_dir, args.workdir, overrides)
   except ConvertError as e:
