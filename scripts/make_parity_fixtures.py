@@ -187,8 +187,8 @@ MODELS = {
 MODEL_B, MODEL_T, PROMPT_T, NUM_NEW = 2, 21, 8, 32
 
 
-def make_model(name: str, seed: int = 0) -> dict:
-  """Saves the model `name` (random weights) with save_pretrained under MODELS_DIR/name and returns its
+def make_model(name: str, seed: int = 0, folder: str = "") -> dict:
+  """Saves the model `name` (random weights) with save_pretrained under `folder` (MODELS_DIR/name) and returns its
   reference arrays: ids [B, T] and their logits [B, T, V], the mean next-token loss on them, and the greedy
   continuation (NUM_NEW tokens of ids[:, :PROMPT_T], full recompute each step) with each step's top-2 gap."""
   import torch
@@ -202,7 +202,7 @@ def make_model(name: str, seed: int = 0) -> dict:
   model = getattr(transformers, cls_name)(cfg).eval()
   gen = torch.Generator().manual_seed(seed)
   _randomize("model", model, gen)
-  folder = os.path.join(MODELS_DIR, name)
+  folder = folder or os.path.join(MODELS_DIR, name)
   model.save_pretrained(folder, **save_opts)
   V = c["vocab_size"]
   ids = torch.randint(0, V, (MODEL_B, MODEL_T), generator=gen)

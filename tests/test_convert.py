@@ -100,6 +100,27 @@ def test_evaluate_and_further_training(converted, tmp_path):
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["0", "2"]
 
 
+@pytest.mark.parity
+def test_live_references(tmp_path):
+  """With the `parity` extra: rebuild every model now, check it reproduces its reference (1e-6 relative) and
+  convert the live folder. With the extra in a separate venv: PYTHONPATH=$PWD:<that venv>/lib/python3.11/
+  site-packages HF_HUB_OFFLINE=1."""
+  pytest.importorskip("torch", reason="needs the parity extra (pip install -e '.[parity]')")
+  pytest.importorskip("transformers", reason="needs the parity extra (pip install -e '.[parity]')")
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  spec = importlib.util.spec_from_file_location("fixtures", os.path.join(ROOT, "scripts", "make_parity_fixtures.py"))
+  fixtures = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(fixtures)
+  for name in fixtures.MODELS:
+    live = fixtures.make_model(name, folder=str(tmp_path / name))
+    saved = _reference(name)
+    assert fixtures.rel_rms(live["logits"], saved["logits"]) <= 1e-6, name
+    np.testing.assert_array_equal(live["greedy"], saved["greedy"])
+    run = linear_seq.load(convert.convert(str(tmp_path / name), str(tmp_path / f"{name}_w")))
+    logits = run.logits(live["ids"])
+    assert np.abs(logits - live["logits"]).max() / np.abs(live["logits"]).max() <= 1e-5, name
+
+
 # ------------------------------------------------------------------------------------------------
 # Bad input: one `error:` line, nothing written.
 
