@@ -191,6 +191,16 @@ def test_bad_input_is_one_error_line_and_writes_nothing(tmp_path, capsys, case):
   assert sorted(os.listdir(tmp_path)) == ["hf"]
 
 
+def test_missing_shard(tmp_path, capsys):
+  folder = _copy(tmp_path, "llama_tied_sharded")
+  os.remove(folder / "model-00002-of-00004.safetensors")
+  assert convert.main([f"--hf_dir={folder}", f"--workdir={tmp_path / 'out'}"]) == 1
+  err = capsys.readouterr().err
+  assert err.startswith("error: model.safetensors.index.json lists model-00002-of-00004.safetensors, which is "
+                        "not in") and err.count("\n") == 1, err
+  assert sorted(os.listdir(tmp_path)) == ["hf"]
+
+
 def test_mamba2_config_field_we_cannot_reproduce(tmp_path, capsys):
   folder = _copy(tmp_path, "mamba2_tied")
   _edit_config(folder, conv_kernel=3)
