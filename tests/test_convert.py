@@ -16,10 +16,10 @@ from linear_seq import convert
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "convert_fixtures")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GAP = 1e-4
+GAP = 1e-4   # greedy tokens are compared where the reference's top-2 logit gap exceeds this
 # Data for further training of the converted mamba2_tied (vocabulary 80): a tiny MQAR task.
 TRAIN = {"data.dataset": "mqar", "data.vocab_size": 64, "data.seq_len": 32, "data.batch_size": 4,
-         "train.num_steps": 2, "train.eval_every": 2, "eval.max_batches": 1}   # greedy tokens are compared where the reference's top-2 logit gap exceeds this
+         "train.num_steps": 2, "train.eval_every": 2, "eval.max_batches": 1}
 
 
 def _reference(name):
