@@ -263,6 +263,20 @@ def _config(fields: Mapping[str, Any], overrides: Mapping[str, Any]):
   return config_lib.apply_overrides(config, overrides)
 
 
+def _warn_data_vocab(config, V: int) -> None:
+  """Warns when the workdir's data would produce token ids past the embedding (evaluation and training would
+  read ids the model has no row for): the converted model itself is fine for ids < V."""
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  from linear_seq.data import registry, tokenizer  # pylint: disable=g-import-not-at-top
+  d = config.data
+  kind = registry.DATASETS.get(d.dataset)
+  n = (int(d.vocab_size) if kind == "synthetic" or d.get("tokenizer", "byte") == "bpe" else
+       tokenizer.ByteTokenizer.vocab_size if d.get("tokenizer", "byte") == "byte" else 0)
+  if n > V:
+    logging.warning("data.dataset=%s has %d token ids, the converted embedding %d rows: set --config.data.* "
+                    "before evaluating or training this workdir", d.dataset, n, V)
+
+
 def convert(hf_dir: str, workdir: str, overrides: Optional[Mapping[str, Any]] = None) -> str:
   """Converts the save_pretrained folder `hf_dir` into the new workdir `workdir` (see the module docstring);
   returns workdir. overrides: dotted config fields for the workdir's config (e.g. {'data.dataset': 'mqar'}:
@@ -293,6 +307,7 @@ def convert(hf_dir: str, workdir: str, overrides: Optional[Mapping[str, Any]] = 
     raise
   except ValueError as e:
     raise ConvertError(f"config: {e}") from None
+  _warn_data_vocab(config, V)
   lm = model_lib.LM(cfg, rngs=nnx.Rngs(config.seed))
   load_weights(lm, reference, c, weights)
   _, params, rest = nnx.split(lm, nnx.Param, ...)
