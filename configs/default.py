@@ -39,6 +39,10 @@ def model_config() -> ml_collections.ConfigDict:
   m.num_heads = 4
   # MLP hidden width as a multiple of d_model; 0 = no MLP in the blocks (Zoology's MQAR models).
   m.mlp_ratio = 4
+  # MLP kind: gelu (up, GELU, down; with biases) | swiglu (Llama's down(silu(gate x) * up x), no biases).
+  m.mlp = "gelu"
+  # MLP hidden width in units; 0 = mlp_ratio · d_model (Llama's intermediate_size need not be a round multiple).
+  m.mlp_hidden = 0
   # Short causal depthwise conv width (Based/Zoology/fla); 0 = none (with conv_on=input deltanet, deltaproduct,
   # mamba2 need 0).
   m.conv_width = 0
@@ -47,6 +51,8 @@ def model_config() -> ml_collections.ConfigDict:
   m.conv_on = "input"
   # Block norms (before the mixer and the MLP, and the final one): rms (RMSNorm) | layer (LayerNorm).
   m.norm = "rms"
+  # Epsilon of those norms (flax's default 1e-6; Llama's rms_norm_eps, Mamba-2's layer_norm_epsilon).
+  m.norm_eps = 1e-6
   # Parameter init: default (each module's own; Linear: LeCun normal) | gpt2 (Linear N(0, 0.02^2), residual
   # output projections / sqrt(2 num_layers), biases 0).
   m.init = "default"

@@ -5,7 +5,8 @@
   logits [B,T,V] f32, state = lm(tokens [B,T], *, segment_ids=None, state=None)
   tokens [B,T0+n] = generate(lm, prompt [B,T0], n, temperature=1.0, top_k=0, top_p=1.0, key=key)
 
-Blocks are pre-norm: x += mixer(conv(norm(x))); x += MLP(norm(x)), norm RMSNorm or LayerNorm (model.norm).
+Blocks are pre-norm: x += mixer(conv(norm(x))); x += MLP(norm(x)), norm RMSNorm or LayerNorm (model.norm,
+epsilon model.norm_eps), the MLP GELU or SwiGLU (model.mlp).
 The short conv (conv_width > 0) sits on the block input (conv_on='input') or, with conv_on='qkv', inside
 mixers that have q/k/v projections (softmax, linear, retention, gla: `mixers.qkv_conv`); mixers without them
 (s4, a plug-in without `supports_qkv_conv`) keep it on their input, and deltanet/deltaproduct/mamba2 always use
@@ -30,6 +31,7 @@ from linear_seq.checks import check_choice
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 NORMS = ("rms", "layer")
+MLPS = ("gelu", "swiglu")
 CONV_PLACES = ("input", "qkv")
 INPUT_POSITIONS = ("none", "learned")
 # Mixers whose gate α ∈ [0, 1] model.negative_eigenvalues will map to 2α − 1 once the ops take signed decays.
@@ -66,9 +68,12 @@ class ModelConfig:
   num_layers: int = 2
   num_heads: int = 4
   mlp_ratio: float = 4
+  mlp: str = "gelu"
+  mlp_hidden: int = 0
   conv_width: int = 0
   conv_on: str = "input"
   norm: str = "rms"
+  norm_eps: float = 1e-6
   init: str = "default"
   input_pos: str = "none"
   output_gate: bool = True
@@ -135,6 +140,11 @@ class ModelConfig:
       mixers.get(name)  # ValueError listing the valid names
     check_choice("model.dtype", self.dtype, tuple(DTYPES))
     check_choice("model.norm", self.norm, NORMS)
+    check_choice("model.mlp", self.mlp, MLPS)
+    if not isinstance(self.mlp_hidden, int) or self.mlp_hidden < 0:
+      raise ValueError(f"model.mlp_hidden must be an integer >= 0, got {self.mlp_hidden!r}")
+    if not self.norm_eps > 0:
+      raise ValueError(f"model.norm_eps must be > 0, got {self.norm_eps}")
     check_choice("model.conv_on", self.conv_on, CONV_PLACES)
     check_choice("model.init", self.init, param_init.SCHEMES)
     check_choice("model.input_pos", self.input_pos, INPUT_POSITIONS)
@@ -207,9 +217,9 @@ class ModelConfig:
 
 
 def make_norm(cfg: ModelConfig, *, rngs: nnx.Rngs) -> nnx.Module:
-  """RMSNorm or LayerNorm (model.norm) over d_model."""
+  """RMSNorm or LayerNorm (model.norm) over d_model, epsilon model.norm_eps."""
   cls = nnx.RMSNorm if cfg.norm == "rms" else nnx.LayerNorm
-  return cls(cfg.d_model, dtype=cfg.compute_dtype, rngs=rngs)
+  return cls(cfg.d_model, epsilon=cfg.norm_eps, dtype=cfg.compute_dtype, rngs=rngs)
 
 
 class MLP(nnx.Module):
@@ -223,6 +233,18 @@ class MLP(nnx.Module):
     return self.down(jax.nn.gelu(self.up(x)))
 
 
+class SwiGLU(nnx.Module):
+  """Llama's gated MLP without biases: down(silu(gate(x)) * up(x)), D -> hidden -> D."""
+
+  def __init__(self, d_model: int, hidden: int, *, dtype, rngs: nnx.Rngs):
+    self.gate = nnx.Linear(d_model, hidden, use_bias=False, dtype=dtype, rngs=rngs)
+    self.up = nnx.Linear(d_model, hidden, use_bias=False, dtype=dtype, rngs=rngs)
+    self.down = nnx.Linear(hidden, d_model, use_bias=False, dtype=dtype, rngs=rngs)
+
+  def __call__(self, x):
+    return self.down(jax.nn.silu(self.gate(x)) * self.up(x))
+
+
 class Block(nnx.Module):
   """x += mixer(conv(norm(x))); x += MLP(norm(x))."""
 
@@ -232,9 +254,10 @@ class Block(nnx.Module):
     self.conv = (ShortConv(cfg.d_model, cfg.conv_width, dtype=dt, rngs=rngs) if cfg.block_conv(mixer_name)
                  else None)
     self.mixer = mixers.get(mixer_name).from_config(cfg, rngs=rngs)
-    hidden = int(round(cfg.mlp_ratio * cfg.d_model))
+    hidden = cfg.mlp_hidden or int(round(cfg.mlp_ratio * cfg.d_model))
     self.mlp_norm = make_norm(cfg, rngs=rngs) if hidden else None
-    self.mlp = MLP(cfg.d_model, hidden, dtype=dt, rngs=rngs) if hidden else None
+    mlp_cls = SwiGLU if cfg.mlp == "swiglu" else MLP
+    self.mlp = mlp_cls(cfg.d_model, hidden, dtype=dt, rngs=rngs) if hidden else None
 
   def init_state(self, batch_size: int, max_len: int) -> dict:
     state = {"mixer": self.mixer.init_state(batch_size, max_len)}

@@ -232,7 +232,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, info: d
                                        "its checkpoints and metrics) or use a new --workdir") from e
     if is_primary and corpus:
       workdir_lib.check_corpus(workdir, *corpus, resuming=True)
-    train_it.set_state(data_state)
+    if data_state:  # (a converted model's step-0 checkpoint has none: its data starts at the beginning)
+      train_it.set_state(data_state)
     logging.info("resumed from %s at step %d", ckpt.directory, start)
   else:
     if refusal is not None:

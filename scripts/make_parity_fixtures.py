@@ -100,7 +100,7 @@ def _randomize(reference: str, layer, gen) -> None:
       elif name.endswith("dt_bias"):
         dt = torch.exp(torch.empty(shape).uniform_(np.log(1e-3), np.log(2e-1), generator=gen))
         p.copy_(dt + torch.log(-torch.expm1(-dt)))
-      elif name.endswith("norm.weight") or name == "D":
+      elif name.endswith("norm.weight") or name == "D" or name.endswith(".D"):
         p.copy_(1.0 + 0.3 * torch.randn(shape, generator=gen))
       elif name.endswith("bias"):
         p.copy_(0.3 * torch.randn(shape, generator=gen))
@@ -159,6 +159,89 @@ def make_case(name: str, seed: int = 0) -> dict:
   return out
 
 
+# Whole models for tests/test_convert.py (--models): name: (class, config fields, save_pretrained options).
+MODELS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "convert_fixtures")
+MODELS = {
+    # GQA (4 query heads on 2 key/value heads), untied head, intermediate 56 = 1.75 d.
+    "llama_gqa": ("LlamaForCausalLM", dict(vocab_size=96, hidden_size=32, intermediate_size=56, num_hidden_layers=2,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                           rms_norm_eps=1e-5, tie_word_embeddings=False,
+                                           rope_parameters={"rope_type": "default", "rope_theta": 10_000.0}), {}),
+    # Multi-head, tied head, Llama 3's rope_theta; saved in shards with an index.
+    "llama_tied_sharded": ("LlamaForCausalLM", dict(vocab_size=80, hidden_size=24, intermediate_size=64,
+                                                    num_hidden_layers=2, num_attention_heads=3,
+                                                    num_key_value_heads=3, rms_norm_eps=1e-6,
+                                                    tie_word_embeddings=True,
+                                                    rope_parameters={"rope_type": "default",
+                                                                     "rope_theta": 500_000.0}),
+                           dict(max_shard_size="20KB")),
+    # n_groups = 2, untied head.
+    "mamba2_groups2": ("Mamba2ForCausalLM", dict(vocab_size=96, hidden_size=32, expand=2, head_dim=8, num_heads=8,
+                                                 state_size=8, n_groups=2, num_hidden_layers=2, chunk_size=8,
+                                                 layer_norm_epsilon=1e-5, tie_word_embeddings=False), {}),
+    # One group, tied head.
+    "mamba2_tied": ("Mamba2ForCausalLM", dict(vocab_size=80, hidden_size=24, expand=2, head_dim=12, num_heads=4,
+                                              state_size=6, n_groups=1, num_hidden_layers=2, chunk_size=8,
+                                              layer_norm_epsilon=1e-5, tie_word_embeddings=True), {}),
+}
+MODEL_B, MODEL_T, PROMPT_T, NUM_NEW = 2, 21, 8, 32
+
+
+def make_model(name: str, seed: int = 0, folder: str = "") -> dict:
+  """Saves the model `name` (random weights) with save_pretrained under `folder` (MODELS_DIR/name) and returns its
+  reference arrays: ids [B, T] and their logits [B, T, V], the mean next-token loss on them, and the greedy
+  continuation (NUM_NEW tokens of ids[:, :PROMPT_T], full recompute each step) with each step's top-2 gap."""
+  import torch
+  import transformers
+  torch.manual_seed(seed)
+  cls_name, c, save_opts = MODELS[name]
+  cfg_cls = transformers.LlamaConfig if cls_name.startswith("Llama") else transformers.Mamba2Config
+  cfg = cfg_cls(**c)
+  if cls_name.startswith("Llama"):
+    cfg._attn_implementation = "eager"
+  model = getattr(transformers, cls_name)(cfg).eval()
+  gen = torch.Generator().manual_seed(seed)
+  _randomize("model", model, gen)
+  folder = folder or os.path.join(MODELS_DIR, name)
+  model.save_pretrained(folder, **save_opts)
+  V = c["vocab_size"]
+  ids = torch.randint(0, V, (MODEL_B, MODEL_T), generator=gen)
+  out = {"ids": ids.numpy().astype(np.int32)}
+  with torch.no_grad():
+    logits = model(ids).logits
+    out["logits"] = logits.numpy()
+    out["loss"] = np.float32(torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, V),
+                                                               ids[:, 1:].reshape(-1)).item())
+    seq, gaps = ids[:, :PROMPT_T], []
+    for _ in range(NUM_NEW):
+      last = model(seq).logits[:, -1]
+      top2 = torch.topk(last, 2, dim=-1).values
+      gaps.append((top2[:, 0] - top2[:, 1]).numpy())
+      seq = torch.cat([seq, last.argmax(-1, keepdim=True)], dim=1)
+  out["greedy"] = seq[:, PROMPT_T:].numpy().astype(np.int32)
+  out["greedy_gap"] = np.stack(gaps, axis=1)
+  meta = dict(model=name, cls=cls_name, T=MODEL_T, prompt=PROMPT_T, seed=seed, versions=versions())
+  out["meta"] = np.array(json.dumps(meta))
+  if name == "llama_gqa":
+    _tiny_tokenizer(folder, V)
+  np.savez_compressed(os.path.join(folder, "reference.npz"), **out)
+  return out
+
+
+def _tiny_tokenizer(folder: str, vocab_size: int) -> None:
+  """A character-level tokenizer.json (Hugging Face `tokenizers`, no merges): ids 0, 1, 2 = <unk>, <s>, </s>
+  (the Llama config's bos 1 and eos 2), then printable ASCII characters up to vocab_size − 4 tokens, so the
+  embedding has a few padding rows past the tokenizer's vocabulary."""
+  import tokenizers
+  chars = [chr(i) for i in range(32, 127)][:vocab_size - 7]
+  vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{ch: i + 3 for i, ch in enumerate(chars)}}
+  tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+  tok.add_special_tokens(["<unk>", "<s>", "</s>"])
+  tok.pre_tokenizer = tokenizers.pre_tokenizers.Split("", "isolated")
+  tok.decoder = tokenizers.decoders.Fuse()
+  tok.save(os.path.join(folder, "tokenizer.json"))
+
+
 def load_fixture(path: str) -> tuple[dict, dict]:
   """(meta, arrays) of a fixture file (numpy only)."""
   with np.load(path) as f:
@@ -175,7 +258,15 @@ def main(argv) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--check", action="store_true", help="regenerate and compare to the saved fixtures")
   parser.add_argument("--tol", type=float, default=1e-6, help="--check: largest relative RMS difference")
+  parser.add_argument("--models", action="store_true", help="write the whole-model fixtures (tests/convert_fixtures)")
   args = parser.parse_args(argv)
+  if args.models:
+    for name in MODELS:
+      out = make_model(name)
+      folder = os.path.join(MODELS_DIR, name)
+      size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+      print(f"wrote {os.path.relpath(folder)} ({size} bytes; smallest greedy top-2 gap {out['greedy_gap'].min():.2e})")
+    return 0
   os.makedirs(OUT_DIR, exist_ok=True)
   worst, total = 0.0, 0
   for name in CASES:

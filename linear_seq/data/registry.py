@@ -18,6 +18,7 @@ import grain
 import tensorflow_datasets as tfds
 
 from linear_seq.data import bpe  # noqa: F401  (registers the bpe tokenizer)
+from linear_seq.data import hf_tokenizer  # noqa: F401  (registers the hf tokenizer)
 from linear_seq.data import hf_disk
 from linear_seq.data import local_text
 from linear_seq.data import pipeline
