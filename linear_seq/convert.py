@@ -29,7 +29,21 @@ import shutil
 import sys
 from typing import Any, Mapping, Optional
 
+from absl import logging
+from flax import nnx
+import jax
+import jax.numpy as jnp
 import numpy as np
+
+from linear_seq import checkpoint
+from linear_seq import config_lib
+from linear_seq import model as model_lib
+from linear_seq import parity
+from linear_seq import sharding
+from linear_seq import steps
+from linear_seq.data import hf_tokenizer
+from linear_seq.data import registry
+from linear_seq.data import tokenizer
 
 SUPPORTED = {"LlamaForCausalLM": "llama", "Mamba2ForCausalLM": "mamba2"}
 INDEX_FILE = "model.safetensors.index.json"
@@ -130,7 +144,6 @@ def read_tokenizer(hf_dir: str, c: Mapping[str, Any], vocab_size: int):
   if not os.path.isfile(path):
     return None
   import tokenizers  # pylint: disable=g-import-not-at-top
-  from linear_seq.data import hf_tokenizer  # pylint: disable=g-import-not-at-top
   try:
     tok = tokenizers.Tokenizer.from_file(path)
   except Exception as e:  # pylint: disable=broad-except  (tokenizers raises its own Exception type)
@@ -154,7 +167,6 @@ def _require(ok: bool, field: str, value: Any, why: str) -> None:
 
 def model_fields(reference: str, c: Mapping[str, Any], vocab_size: int) -> dict:
   """The `config.model` fields that reproduce the model (vocab_size: the checkpoint's embedding rows)."""
-  from linear_seq import parity  # pylint: disable=g-import-not-at-top
   tie = bool(c.get("tie_word_embeddings", False))
   try:
     options = parity.options(reference, parity.fields(reference, c))
@@ -222,13 +234,11 @@ def check_weights(weights: Mapping[str, np.ndarray], expected: Mapping[str, tupl
 
 
 def _set(param, value) -> None:
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   param[...] = jnp.asarray(np.asarray(value, np.float32), param[...].dtype)
 
 
 def load_weights(lm, reference: str, c: Mapping[str, Any], w: Mapping[str, np.ndarray]) -> None:
   """Writes the checked HF weights `w` into the LM `lm` (model.LM built with model_fields), in place."""
-  from linear_seq import parity  # pylint: disable=g-import-not-at-top
   pc = parity.fields(reference, c)
   emb, final, layer, mixer_name, mixer_norm = (
       ("model.embed_tokens.weight", "model.norm.weight", "model.layers.{}.", "self_attn.", "input_layernorm")
@@ -253,7 +263,6 @@ def load_weights(lm, reference: str, c: Mapping[str, Any], w: Mapping[str, np.nd
 
 def _config(fields: Mapping[str, Any], overrides: Mapping[str, Any]):
   """configs/default.py with the model fields, then the user's overrides (which may not touch those fields)."""
-  from linear_seq import config_lib  # pylint: disable=g-import-not-at-top
   fixed = sorted(k for k in overrides if k.startswith("model.") and k[len("model."):] in fields)
   if fixed:
     raise ConvertError(f"{', '.join(fixed)} come from the checkpoint and cannot be overridden")
@@ -266,8 +275,6 @@ def _config(fields: Mapping[str, Any], overrides: Mapping[str, Any]):
 def _warn_data_vocab(config, V: int) -> None:
   """Warns when the workdir's data would produce token ids past the embedding (evaluation and training would
   read ids the model has no row for): the converted model itself is fine for ids < V."""
-  from absl import logging  # pylint: disable=g-import-not-at-top
-  from linear_seq.data import registry, tokenizer  # pylint: disable=g-import-not-at-top
   d = config.data
   kind = registry.DATASETS.get(d.dataset)
   n = (int(d.vocab_size) if kind == "synthetic" or d.get("tokenizer", "byte") == "bpe" else
@@ -282,9 +289,6 @@ def convert(hf_dir: str, workdir: str, overrides: Optional[Mapping[str, Any]] = 
   returns workdir. overrides: dotted config fields for the workdir's config (e.g. {'data.dataset': 'mqar'}:
   the data further training uses), as `--config.data.dataset=mqar` on the command line. Raises ConvertError
   (nothing written) when the folder cannot be converted."""
-  from flax import nnx  # pylint: disable=g-import-not-at-top
-  from linear_seq import checkpoint, config_lib, sharding, steps  # pylint: disable=g-import-not-at-top
-  from linear_seq import model as model_lib  # pylint: disable=g-import-not-at-top
   if os.path.exists(workdir) and (not os.path.isdir(workdir) or os.listdir(workdir)):
     raise ConvertError(f"--workdir={workdir!r} exists and is not empty: convert into a new folder")
   reference, c = read_config(hf_dir)
@@ -311,8 +315,6 @@ def convert(hf_dir: str, workdir: str, overrides: Optional[Mapping[str, Any]] = 
   lm = model_lib.LM(cfg, rngs=nnx.Rngs(config.seed))
   load_weights(lm, reference, c, weights)
   _, params, rest = nnx.split(lm, nnx.Param, ...)
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   static, abstract, shardings = steps.setup(config, V, sharding.make_mesh())
   state = {"step": jnp.zeros((), jnp.int32), "params": params, "rest": rest,
            "opt_state": static.tx.init(params)}   # a fresh optimizer state for further training
@@ -341,7 +343,6 @@ def convert(hf_dir: str, workdir: str, overrides: Optional[Mapping[str, Any]] = 
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-  from linear_seq import config_lib  # pylint: disable=g-import-not-at-top
   parser = argparse.ArgumentParser(prog="python -m linear_seq.convert", description=__doc__.split("\n")[0],
                                    epilog="--config.FIELD=VALUE sets a field of the workdir's config")
   parser.add_argument("--hf_dir", required=True, help="a local save_pretrained folder")

@@ -269,7 +269,7 @@ def main(argv):
     sys.exit(f"error: {e}")
   if unexpected:
     raise app.UsageError(f"unexpected arguments: {' '.join(unexpected)}")
-  if FLAGS.dry_run:  # the saved config with the overrides, when the workdir exists (the overrides' syntax else)
+  if getattr(FLAGS, "dry_run", False):  # the saved config with the overrides, when the workdir exists (the overrides' syntax else)
     if os.path.exists(os.path.join(FLAGS.workdir, config_lib.CONFIG_FILE)):
       with cli.one_line_errors(ValueError):
         config_lib.apply_overrides(config_lib.load_config(FLAGS.workdir), overrides)

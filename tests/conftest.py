@@ -116,7 +116,7 @@ SWEEPS = {
         "--parallel=0-error: --parallel must be >= 1, got 0",),
     # one case per mixer (all five tests of test_mixers.py run on each kept case)
     "tests/mixers/test_mixers.py": ("softmax-rope", "linear-elu1-qkvconv", "retention-rope", "gla-vector",
-                                    "s4-lin-zoh", "deltanet", "mamba2"),
+                                    "s4-lin-zoh", "deltanet", "mamba2", "deltaproduct-3steps-2sigmoid"),
     "tests/mixers/test_delta_mamba.py": ("deltanet", "mamba2"),
 }
 

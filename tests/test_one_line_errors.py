@@ -62,7 +62,7 @@ CASES = [
     ("batch_size too large", [MQAR, "--config.data.batch_size=1000000000"],
      "data.batch_size × data.seq_len = 1000000000 × 16 tokens need at least"),
     ("mixer=mamba", [MQAR, "--config.model.mixer=mamba"], "unknown mixer 'mamba'; valid: softmax, linear, "
-                                                          "retention, gla, s4, deltanet, mamba2 (did you mean 'mamba2'?)"),
+                                                          "retention, gla, s4, deltanet, deltaproduct, mamba2 (did you mean 'mamba2'?)"),
     ("empty validation file", [TINY, "--config.data.dataset=local_text", "--config.data.path=FILES/empty_validation",
                                "--config.data.data_dir=FILES/tfds"],
      "the validation split holds no text (data.path='FILES/empty_validation', data.dataset='local_text')"),

@@ -46,7 +46,7 @@ CASES = [
     ("deltanet-channel-2sigmoid-parallel-kda", "deltanet", dict(gate="channel", beta="2sigmoid", gate_rank=4,
                                                                 mode="parallel", value_head_dim=5,
                                                                 gate_act="sigmoid", gate_out_rank=3)),
-    ("deltaproduct3-2sigmoid", "deltaproduct", dict(householder_steps=3, beta="2sigmoid", chunk_size=CHUNK)),
+    ("deltaproduct-3steps-2sigmoid", "deltaproduct", dict(householder_steps=3, beta="2sigmoid", chunk_size=CHUNK)),
     ("mamba2", "mamba2", dict(head_dim=8, state_size=4, chunk_size=CHUNK)),
     ("mamba2-negeig", "mamba2", dict(head_dim=8, state_size=4, chunk_size=CHUNK, negative_eigenvalues=True)),
     ("mamba2-assoc-groups", "mamba2", dict(expand=1, head_dim=4, state_size=3, mode="assoc", groups=2,

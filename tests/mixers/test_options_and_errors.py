@@ -18,7 +18,7 @@ def test_registry():
   assert mixers.get("deltanet") is mixers.DeltaNet and mixers.get("mamba2") is mixers.Mamba2
   assert mixers.get("gla") is mixers.GatedLinearAttention
   with pytest.raises(ValueError, match="unknown mixer 'mamba'; valid: softmax, linear, retention, gla, s4, "
-                     "deltanet, deltaproduct, mamba2$"):
+                     "deltanet, deltaproduct, mamba2 \\(did you mean .mamba2.\\?\\)$"):
     mixers.get("mamba")
 
 

@@ -41,7 +41,7 @@ def test_tiny_run_writes_table_and_plots(tmp_path):
 
 
 def test_errors(tmp_path):
-  message = "unknown mixer 'lstm'; valid: softmax, linear, retention, gla, s4, deltanet, mamba2"
+  message = "unknown mixer 'lstm'; valid: softmax, linear, retention, gla, s4, deltanet, deltaproduct, mamba2"
   with pytest.raises(flags.IllegalFlagValueError, match=message):
     parse([f"--workdir={tmp_path}", "--mixers=lstm"])
   with pytest.raises(flags.IllegalFlagValueError, match=r"--workdir is required \(or --decode_workdir\)"):
