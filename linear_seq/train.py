@@ -25,6 +25,7 @@ from typing import Any, Optional
 from absl import logging
 from flax import nnx
 import jax
+from jax.experimental import multihost_utils
 import ml_collections
 import numpy as np
 
@@ -98,7 +99,6 @@ class _Signals:
     """The signal's name if this process (or, with several, any process) received one."""
     if jax.process_count() == 1:
       return self.name
-    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     if int(np.max(multihost_utils.process_allgather(np.int32(self.name is not None)))):
       return self.name or "a signal on another process"
     return None
