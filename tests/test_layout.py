@@ -22,7 +22,9 @@ TESTS = os.path.join(REPO, "tests")
 LAZY_IMPORTS = {
     "linear_seq/__init__.py": ["linear_seq.api", "linear_seq.api.load"],  # `linear_seq.load` on first use
     "linear_seq/data/bpe.py": ["tokenizers"],  # only the bpe tokenizer needs it (an install hint if missing)
-    "linear_seq/convert.py": ["tokenizers"],  # only a checkpoint folder with a tokenizer.json needs it
+    "linear_seq/convert.py": ["tokenizers"],
+    # check_mixer accepts a ModelConfig, and model imports the mixers package that exports check_mixer
+    "linear_seq/mixers/contract.py": ["linear_seq", "linear_seq.mixers", "linear_seq.model"],  # only a checkpoint folder with a tokenizer.json needs it
     "linear_seq/data/hf_disk.py": ["datasets", "pyarrow.parquet"],  # the optional `hf` extra
     "linear_seq/metrics.py": ["tensorboardX", "tqdm"],  # slow imports, only where metrics are written
 }
