@@ -23,6 +23,10 @@ LAZY_IMPORTS = {
     "linear_seq/__init__.py": ["linear_seq.api", "linear_seq.api.load"],  # `linear_seq.load` on first use
     "linear_seq/data/bpe.py": ["tokenizers"],  # only the bpe tokenizer needs it (an install hint if missing)
     "linear_seq/convert.py": ["tokenizers"],
+    # the accelerator image has no ml_collections: only the training section imports it and what needs it
+    "linear_seq/studies/accel_check.py": ["linear_seq", "linear_seq", "linear_seq.config_lib",
+                                          "linear_seq.config_lib", "linear_seq.sharding", "linear_seq.sharding",
+                                          "linear_seq.steps", "linear_seq.steps", "ml_collections"],
     # check_mixer accepts a ModelConfig, and model imports the mixers package that exports check_mixer
     "linear_seq/mixers/contract.py": ["linear_seq", "linear_seq.mixers", "linear_seq.model"],  # only a checkpoint folder with a tokenizer.json needs it
     "linear_seq/data/hf_disk.py": ["datasets", "pyarrow.parquet"],  # the optional `hf` extra
