@@ -53,7 +53,26 @@ def train_bpe(documents: Iterable[bytes], vocab_size: int):
 
 
 @tokenizer_lib.register_tokenizer("bpe")
-class BPETokenizer:
+class TokenizersText:
+  """Text <-> ids through a Hugging Face `tokenizers.Tokenizer` in `self._tok` (shared by the bpe and hf
+  tokenizers): no special tokens added on encoding, specials (and ids past the vocabulary) dropped on decoding."""
+  _tok: Any
+  vocab_size: int
+
+  def encode(self, text: str) -> list[int]:
+    """str -> token ids (no BOS; prepend `bos_id` to start a document)."""
+    return self._tok.encode(text, add_special_tokens=False).ids
+
+  def encode_bytes(self, data: bytes) -> np.ndarray:
+    return np.asarray(self.encode(data.decode("utf-8", errors="replace")), np.uint16)
+
+  def decode(self, ids) -> str:
+    """Token ids -> str; specials are dropped (ids past the tokenizer's vocabulary, e.g. padding, too)."""
+    ids = [int(i) for i in np.asarray(ids, np.int64).reshape(-1) if 0 <= i < self.vocab_size]
+    return self._tok.decode(ids, skip_special_tokens=True)
+
+
+class BPETokenizer(TokenizersText):
   """Byte-level BPE over a trained `tokenizers.Tokenizer`."""
 
   def __init__(self, tok):
@@ -92,18 +111,6 @@ class BPETokenizer:
     if not os.path.exists(path):
       raise FileNotFoundError(f"no {WORKDIR_FILE} in {directory!r} (the bpe tokenizer is saved there by training)")
     return cls(_import_tokenizers().Tokenizer.from_file(path))
-
-  def encode(self, text: str) -> list[int]:
-    """str -> token ids (no BOS; prepend `bos_id` to start a document)."""
-    return self._tok.encode(text, add_special_tokens=False).ids
-
-  def encode_bytes(self, data: bytes) -> np.ndarray:
-    return np.asarray(self.encode(data.decode("utf-8", errors="replace")), np.uint16)
-
-  def decode(self, ids) -> str:
-    """Token ids -> str; specials are dropped."""
-    ids = [int(i) for i in np.asarray(ids, np.int64).reshape(-1) if 0 <= i < self.vocab_size]
-    return self._tok.decode(ids, skip_special_tokens=True)
 
   def token_bytes(self) -> np.ndarray:
     """UTF-8 bytes per token: byte-level BPE writes each byte as one character of its alphabet."""

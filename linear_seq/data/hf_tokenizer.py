@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
+from linear_seq.data import bpe
 from linear_seq.data import tokenizer as tokenizer_lib
 
 WORKDIR_FILE = "hf_tokenizer.json"
@@ -20,7 +21,7 @@ IDS_FILE = "hf_tokenizer_ids.json"
 
 
 @tokenizer_lib.register_tokenizer("hf")
-class HFTokenizer:
+class HFTokenizer(bpe.TokenizersText):
   """A `tokenizers.Tokenizer` from a converted model's tokenizer.json, with its bos and pad ids."""
 
   def __init__(self, tok, bos_id: int, pad_id: int):
@@ -51,18 +52,6 @@ class HFTokenizer:
     with open(os.path.join(directory, IDS_FILE)) as f:
       ids = json.load(f)
     return cls(tokenizers.Tokenizer.from_file(path), ids["bos_id"], ids["pad_id"])
-
-  def encode(self, text: str) -> list[int]:
-    """str -> token ids (no BOS; prepend `bos_id` to start a document)."""
-    return self._tok.encode(text, add_special_tokens=False).ids
-
-  def encode_bytes(self, data: bytes) -> np.ndarray:
-    return np.asarray(self.encode(data.decode("utf-8", errors="replace")), np.uint16)
-
-  def decode(self, ids) -> str:
-    """Token ids -> str; specials are dropped (ids past the tokenizer's vocabulary, e.g. padding, too)."""
-    ids = [int(i) for i in np.asarray(ids, np.int64).reshape(-1) if 0 <= i < self.vocab_size]
-    return self._tok.decode(ids, skip_special_tokens=True)
 
   def token_bytes(self) -> np.ndarray:
     """UTF-8 bytes per token (of its decoded text; 0 for specials)."""
