@@ -52,7 +52,6 @@ def train_bpe(documents: Iterable[bytes], vocab_size: int):
   return tok
 
 
-@tokenizer_lib.register_tokenizer("bpe")
 class TokenizersText:
   """Text <-> ids through a Hugging Face `tokenizers.Tokenizer` in `self._tok` (shared by the bpe and hf
   tokenizers): no special tokens added on encoding, specials (and ids past the vocabulary) dropped on decoding."""
@@ -72,6 +71,7 @@ class TokenizersText:
     return self._tok.decode(ids, skip_special_tokens=True)
 
 
+@tokenizer_lib.register_tokenizer("bpe")
 class BPETokenizer(TokenizersText):
   """Byte-level BPE over a trained `tokenizers.Tokenizer`."""
 
