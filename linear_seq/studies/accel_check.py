@@ -46,6 +46,8 @@ def define_flags() -> None:
                      "training 25%). A section stops starting new cases once its share is spent.")
   flags.DEFINE_integer("repeats", 5, "Timed repeats per speed case.")
   flags.DEFINE_list("sections", ["exactness", "speed", "training"], "Sections to run (all by default).")
+  # (not cli.define_dry_run_flag: linear_seq.cli needs ml_collections, which the accelerator image lacks)
+  flags.DEFINE_bool("dry_run", False, "Parse the flags, print what would run and exit 0.")
   flags.mark_flags_as_required(["out"])
 
 
@@ -285,6 +287,9 @@ def main(argv) -> None:
   unknown = set(FLAGS.sections) - {"exactness", "speed", "training"}
   if unknown:
     raise app.UsageError(f"unknown sections {sorted(unknown)}; valid: exactness, speed, training")
+  if FLAGS.dry_run:
+    print(f"dry run: would run {', '.join(FLAGS.sections)} into {FLAGS.out}.json and .md")
+    return
   report = run_check(FLAGS.out, FLAGS.tiny, FLAGS.budget_s, FLAGS.repeats, FLAGS.sections)
   print(f"wrote {FLAGS.out}.json and {FLAGS.out}.md ({sum(len(r) for r in report.sections.values())} rows)")
 
