@@ -83,12 +83,21 @@ def tiny(name: str, **overrides) -> ml_collections.ConfigDict:
   return config_lib.apply_overrides(config, overrides)
 
 
+# tests/test_train.py's and test_faults.py's runs: mqar tiny=True, a train line every step, the evaluation before
+# the last on 1 batch, and its batches of 8 as 2 micro-batches (test_exact_resume then checks that resuming stays
+# bitwise with gradient accumulation). Subprocess runs pass the same as --config flags (mqar_flags).
+MQAR_OVERRIDES = {"train.log_every": 1, "eval.interim_max_batches": 1, "train.grad_accum_steps": 2}
+
+
 def mqar(**overrides) -> ml_collections.ConfigDict:
-  """mqar tiny=True, a train line every step, the evaluation before the last on 1 batch, and its batches of 8 as 2
-  micro-batches (train.grad_accum_steps: test_exact_resume then checks that resuming stays bitwise with it);
-  tests/test_train.py's and test_faults.py's runs share its compiled steps."""
-  return tiny("mqar", **{"train.log_every": 1, "eval.interim_max_batches": 1, "train.grad_accum_steps": 2,
-                         **overrides})
+  """tiny('mqar') with MQAR_OVERRIDES (the runs share their compiled steps)."""
+  return tiny("mqar", **{**MQAR_OVERRIDES, **overrides})
+
+
+def mqar_flags(**overrides) -> list[str]:
+  """The command-line flags of mqar(**overrides) for `python -m linear_seq.main`."""
+  return ["--config=configs/mqar.py:tiny=True",
+          *(f"--config.{k}={v}" for k, v in {**MQAR_OVERRIDES, **overrides}.items())]
 
 
 def rel_rms(a, b) -> float:

@@ -29,6 +29,7 @@ from tests.helpers import REPO
 from tests.helpers import TEXT
 from tests.helpers import cli_env
 from tests.helpers import mqar
+from tests.helpers import mqar_flags
 from tests.helpers import tiny
 
 # A checkpoint every step (mqar()'s 4 steps, evals at 2 and 4): the same compiled steps as mqar(), so the
@@ -79,8 +80,7 @@ def start(module, *args, cwd=REPO):
 
 
 def every_step_args(workdir):
-  return ["--config=configs/mqar.py:tiny=True", f"--workdir={workdir}", "--config.train.log_every=1",
-          *(f"--config.{k}={v}" for k, v in EVERY_STEP.items())]
+  return [*mqar_flags(**EVERY_STEP), f"--workdir={workdir}"]
 
 
 def test_sigkill_at_a_random_step_then_resume_is_bitwise_the_same_run(straight_every_step, tmp_path):

@@ -59,6 +59,7 @@ def measure(rho: float = 0.99, C: int = 64, K: int = 64, V: int = 64, M: int = 6
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  cli.exit_if_dry_run(f"would measure {FLAGS.M} systems at C={FLAGS.C}, K={FLAGS.K}, correlation {FLAGS.rho}")
   print(f"keys at correlation {FLAGS.rho}, beta ~ U[0, 2], C={FLAGS.C}, K=V={FLAGS.K}, {FLAGS.M} systems; "
         "relative RMS error vs float64")
   print(f"{'operands':9} {'products':9} {'inverse':>9} {'solve':>9}")
@@ -71,4 +72,5 @@ if __name__ == "__main__":
   flags.DEFINE_integer("C", 64, "Chunk size (the system's size).")
   flags.DEFINE_integer("K", 64, "Key (and value) dimension.")
   flags.DEFINE_integer("M", 64, "Number of systems.")
+  cli.define_dry_run_flag()
   app.run(main, flags_parser=cli.parse_flags)
