@@ -16,6 +16,7 @@ With several processes, a signal on any of them stops all at the same step (one 
 """
 import contextlib
 import dataclasses
+import gc
 import os
 import signal
 import threading
@@ -308,10 +309,19 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, info: d
       tic = time.perf_counter()
       if save:  # before the evaluation, so a failing evaluation cannot lose the steps since the last save
         signals.saving = bool(stop)
-        ckpt.save(step, state, train_it.get_state())
-        if stop:
-          ckpt.wait()  # committed (with its manifest) before we say so
-        signals.saving = False
+        # A second signal raises SaveAborted from its handler wherever Python is; inside a gc callback (jax
+        # registers one) it would be printed as "Exception ignored" and lost, so no collection runs meanwhile.
+        collecting = gc.isenabled() and bool(stop)
+        if collecting:
+          gc.disable()
+        try:
+          ckpt.save(step, state, train_it.get_state())
+          if stop:
+            ckpt.wait()  # committed (with its manifest) before we say so
+        finally:
+          signals.saving = False
+          if collecting:
+            gc.enable()
         last_good = step
       if stop:
         writer.write(step, {"stopped": stop})
