@@ -12,9 +12,9 @@ command took 2 min 29 s wall (import, data, compile, 400 steps at up to 17.5k to
 validation 1.835 nats/byte = 2.647 bits/byte over the whole validation split (457k bytes; 2.660 with the
 schedule's earlier closed form, whose values differ from optax's by <= 15 float32 ulp); uniform is 8 bits/byte,
 a unigram model about 4.5. Evaluate takes ~12 s and prints eval.json and a sample.
-With the validation curve (eval_every=50 on eval.interim_max_batches=16 batches; 2026-12-05, machine shared,
-load average up to 16 on 2 cores): 6 min 33 s wall, 242 CPU s, the same 2.647 bits/byte; 3.70 bits/byte at
-step 50, 2.86 at 200, 2.64 at 350.
+With the validation curve (eval_every=50 on eval.interim_max_batches=16 batches): the same 2.647 bits/byte
+(2.6469; scripts/run.sh from a fresh clone, install included, 3 min 14 s on the quiet 2 cores, 2026-12-05);
+3.70 bits/byte at step 50, 2.86 at 200, 2.64 at 350.
 """
 import ml_collections
 

@@ -42,7 +42,7 @@ fi
 if [ $# -eq 0 ]; then  # the default run: its number beside the expected one (machine-dependent: see the README)
   "$PY" - "$WORKDIR/eval.json" <<'EOF'
 import json, sys
-expected, tolerance = 2.652, 0.015  # 2.647 and 2.657 measured on two CPU generations (README, Install)
+expected, tolerance = 2.652, 0.015  # 2.647 here, 2.657 on another CPU (README, Install)
 got = json.load(open(sys.argv[1]))["bits_per_byte"]
 verdict = "within" if abs(got - expected) <= tolerance else "OUTSIDE"
 print(f"bits/byte: {got:.4f}, expected {expected} ± {tolerance} for configs/default.py ({verdict} the tolerance)")
