@@ -146,7 +146,7 @@ def _check_micro_batch(config: ml_collections.ConfigDict, mesh: jax.sharding.Mes
 
 def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> ml_collections.ConfigDict:
   """Refuses (ConfigError) to resume with a changed _INCOMPATIBLE field (or without config.json); warns about the
-  other changed fields. Returns the saved config."""
+  other changed fields but train.init_from. Returns the saved config."""
   try:
     saved = config_lib.load_saved(workdir)
   except FileNotFoundError as e:  # (called only when the workdir holds checkpoints)
@@ -178,7 +178,8 @@ def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> ml
     logging.warning("train.num_steps changed from %s to %s: the learning-rate schedule (warmup, then cosine to "
                     "step train.num_steps) is recomputed from the resumed step on (recorded in metrics.jsonl)",
                     saved.train.num_steps, config.train.num_steps)
-  others = [k for k in changed if k != "train.num_steps"]
+  # (train.init_from is not read on resume: dropping or changing it there changes nothing)
+  others = [k for k in changed if k not in ("train.num_steps", "train.init_from")]
   if others:
     logging.warning("resuming %s with changed config fields: %s", workdir, ", ".join(others))
   return saved

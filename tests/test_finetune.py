@@ -152,6 +152,17 @@ def test_resume_takes_precedence_over_init_from(source, finetuned, tmp_path, cap
   assert strip(metrics.read_metrics(resumed)) == strip(metrics.read_metrics(workdir))
 
 
+def test_a_finished_finetuning_reruns_without_init_from(finetuned, tmp_path, caplog):
+  """Resuming needs neither train.init_from nor its folder; dropping the field is no config change to warn of."""
+  workdir, final, _, _ = finetuned
+  workdir = str(shutil.copytree(workdir, tmp_path / "w"))
+  config = config_lib.apply_overrides(config_lib.load_saved(workdir), {"train.init_from": ""})
+  with caplog.at_level("INFO"):
+    again = train.train_and_evaluate(config, workdir)
+  assert again["step"] == 4 and again["eval_loss"] == final["eval_loss"]
+  assert "changed config fields" not in caplog.text and "is already trained to step 4" in caplog.text
+
+
 def _damage(folder):
   """Flips a byte of the largest file of the step-0 checkpoint (its manifest then names it)."""
   step = os.path.join(folder, "checkpoints", "0")
