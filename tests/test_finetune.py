@@ -21,6 +21,7 @@ from linear_seq import evaluate as evaluate_lib
 from linear_seq import metrics
 from linear_seq import train
 from linear_seq import validation
+from linear_seq.data import hf_tokenizer
 from tests.helpers import REPO
 from tests.helpers import TEXT
 from tests.helpers import cli_env
@@ -86,6 +87,17 @@ def test_encode_with_bytes_counts_the_bytes_of_the_text(source):
   np.testing.assert_array_equal(counts, [len(ch.encode()) for ch in VALID])   # 'é': one <unk>, 2 bytes
   # A per-id table gives the specials (here <unk>) no bytes: it would not count the text's bytes.
   assert tok.token_bytes()[ids].sum() < counts.sum()
+
+
+def test_a_vocabulary_past_uint16_keeps_its_ids():
+  """Llama 3's 128k ids do not fit the uint16 streams of the byte and bpe tokenizers: hf's are uint32 then."""
+  import tokenizers  # pylint: disable=g-import-not-at-top
+  words = {f"w{i}": i for i in range(70_000)}
+  tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(words, unk_token="w0"))
+  tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+  ids, counts = hf_tokenizer.HFTokenizer(tok, bos_id=69_999, pad_id=0).encode_with_bytes(b"w69998 w7  w65536")
+  assert ids.dtype == np.uint32 and ids.tolist() == [69_998, 7, 65_536]
+  assert counts.tolist() == [6, 3, 8] and counts.sum() == len("w69998 w7  w65536")   # (spaces: the next token's)
 
 
 def test_text_evaluation_with_the_workdirs_tokenizer(source):

@@ -8,7 +8,7 @@ It is loaded with Hugging Face `tokenizers` (no transformers).
 
 Text corpora are tokenized with the hf_tokenizer.json of config.data.tokenizer_dir; '' there means the run's
 workdir, or train.init_from's while the workdir has none yet (resolve_dir: train and evaluate fill it in memory,
-config.json keeps ''). Streams of ids >= 2**16 are uint32 (Llama 3's 128k vocabulary).
+config.json keeps ''). The ids of a vocabulary past 2**16 entries (Llama 3's 128k) are uint32, else uint16.
 
 Bits per byte count the bytes of the text, not of the tokens: a tokenizer.json may normalize the text (a
 SentencePiece `▁` prefix), map unknown characters to <unk> (a special: 0 bytes in a per-id table) or spell a
