@@ -177,8 +177,12 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.data.path = ""
   # hf_disk: the column holding the text.
   c.data.text_column = "text"
-  # Tokenizer of text datasets: byte | bpe (trained on the train split, data.vocab_size entries, cached).
+  # Tokenizer of text datasets: byte | bpe (trained on the train split, data.vocab_size entries, cached) | hf (a
+  # converted model's tokenizer.json, set by linear_seq.convert: data/hf_tokenizer.py).
   c.data.tokenizer = "byte"
+  # data.tokenizer=hf: the workdir whose hf_tokenizer.json tokenizes text; '' = the run's own workdir, or
+  # train.init_from's while the workdir has none yet (a trained workdir keeps a copy).
+  c.data.tokenizer_dir = ""
   # Where TFDS prepares datasets; '' = ~/tensorflow_datasets.
   c.data.data_dir = ""
   # Training sequence length (tokens per example).
@@ -206,6 +210,12 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.data.group = "S3"
 
   c.train = ml_collections.ConfigDict()
+  # Fine-tuning: a workdir (e.g. linear_seq.convert's) whose latest intact checkpoint gives the model's
+  # parameters (its manifest verified; its model.* fields must equal these but for model.dtype, mode,
+  # chunk_size, attention_impl); the optimizer state is fresh, the step 0 and the data order this config's.
+  # That workdir is only read. Once this run's workdir has a checkpoint, resuming from it takes precedence.
+  # '' = parameters from seed.
+  c.train.init_from = ""
   # Optimisation steps.
   c.train.num_steps = 400
   # Peak learning rate (AdamW), reached after warmup, then cosine decay.

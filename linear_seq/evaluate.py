@@ -45,6 +45,7 @@ from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import validation
 from linear_seq import workdir as workdir_lib
+from linear_seq.data import hf_tokenizer
 
 EVAL_FILE = "eval.json"
 POSITION_LOSS_FILE = "position_loss.json"
@@ -113,6 +114,8 @@ def restore(workdir: str, step: Optional[int] = None,
       except ValueError as e:
         raise validation.ConfigError(str(e)) from e
       _check_overrides(saved, config)
+    # data.tokenizer=hf tokenizes a corpus with the workdir's own hf_tokenizer.json (also for load().evaluate)
+    config = hf_tokenizer.with_resolved_dir(config, [workdir])
     info = validation.check_config(config) if need_data else _saved_info(config, workdir)
     try:
       platform.apply(config.train)   # the run's matmul precision and tuning overrides (absent in old configs: '')

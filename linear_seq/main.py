@@ -50,7 +50,7 @@ def main(argv):
     cli.load_config_flag()
     with cli.one_line_errors(validation.ConfigError):
       config = _config()
-      validation.check_config(config)
+      validation.check_config(train.resolve_tokenizer_dir(config, FLAGS.workdir))
     cli.exit_if_dry_run(f"would train {config.model.mixer} ({config.model.num_layers} layers, d_model "
                         f"{config.model.d_model}) on {config.data.dataset} for {config.train.num_steps} steps "
                         f"into {FLAGS.workdir}")

@@ -13,6 +13,12 @@ Preempted (the entry point's one line; a rerun resumes). A second signal while t
 raises SaveAborted (the save is abandoned uncommitted; the previous checkpoint stays). The handlers only set a
 flag, so no signal interrupts a library mid-call (a Ctrl-C inside tensorboardX's queue used to hang the exit).
 With several processes, a signal on any of them stops all at the same step (one all-gather of a flag per step).
+
+Fine-tuning: train.init_from=DIR starts a workdir without checkpoints from DIR's model (init_from.py: verified,
+architecture checked, DIR only read; a bad DIR is a ConfigError or CheckpointError before the workdir is
+created) with a fresh optimizer state at step 0; metrics.jsonl notes {step: 0, init_from: {workdir, step}}.
+Once the workdir has a checkpoint, resuming from it takes precedence (init_from is then not read; logged), so
+a fine-tuning run resumes exactly like any other.
 """
 import contextlib
 import dataclasses
@@ -34,6 +40,7 @@ from linear_seq import checkpoint
 from linear_seq import config_lib
 from linear_seq import data
 from linear_seq import eval_lib
+from linear_seq import init_from as init_from_lib
 from linear_seq import metrics as metrics_lib
 from linear_seq import model as model_lib
 from linear_seq import optim
@@ -42,6 +49,7 @@ from linear_seq import profiling
 from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import validation
+from linear_seq.data import hf_tokenizer
 from linear_seq.mixers import random_projection
 from linear_seq import workdir as workdir_lib
 
@@ -138,7 +146,7 @@ def _check_micro_batch(config: ml_collections.ConfigDict, mesh: jax.sharding.Mes
 
 def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> ml_collections.ConfigDict:
   """Refuses (ConfigError) to resume with a changed _INCOMPATIBLE field (or without config.json); warns about the
-  other changed fields. Returns the saved config."""
+  other changed fields but train.init_from. Returns the saved config."""
   try:
     saved = config_lib.load_saved(workdir)
   except FileNotFoundError as e:  # (called only when the workdir holds checkpoints)
@@ -170,7 +178,8 @@ def _check_workdir_config(config: ml_collections.ConfigDict, workdir: str) -> ml
     logging.warning("train.num_steps changed from %s to %s: the learning-rate schedule (warmup, then cosine to "
                     "step train.num_steps) is recomputed from the resumed step on (recorded in metrics.jsonl)",
                     saved.train.num_steps, config.train.num_steps)
-  others = [k for k in changed if k != "train.num_steps"]
+  # (train.init_from is not read on resume: dropping or changing it there changes nothing)
+  others = [k for k in changed if k not in ("train.num_steps", "train.init_from")]
   if others:
     logging.warning("resuming %s with changed config fields: %s", workdir, ", ".join(others))
   return saved
@@ -182,12 +191,32 @@ def _get(config, dotted: str):
   return config
 
 
+def _has_checkpoint(workdir: str) -> bool:
+  """Whether workdir/checkpoints holds a committed step folder (the run will resume rather than start)."""
+  directory = checkpoint.checkpoint_dir(workdir)
+  return os.path.isdir(directory) and any(n.isdigit() for n in os.listdir(directory))
+
+
+def resolve_tokenizer_dir(config: ml_collections.ConfigDict, workdir: str) -> ml_collections.ConfigDict:
+  """config with data.tokenizer_dir filled in for data.tokenizer=hf when it is '' (the workdir's own
+  hf_tokenizer.json, else train.init_from's: data/hf_tokenizer.py); other configs unchanged. For running only:
+  config.json keeps the config as given."""
+  return hf_tokenizer.with_resolved_dir(config, [workdir, config.train.get("init_from", "")])
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, restart: bool = False) -> dict[str, Any]:
-  """Trains config.train.num_steps steps (resuming from workdir's latest checkpoint; restart=True removes the
-  workdir's checkpoints and metrics first); returns the final metrics {step, train_loss, eval_loss,
-  (bits_per_byte | eval_accuracy), num_params, ...}. The config and both data splits are checked before the
-  workdir is created or locked (a ConfigError leaves nothing behind). Holds the workdir's lock throughout
+  """Trains config.train.num_steps steps (resuming from workdir's latest checkpoint, else from
+  train.init_from's model when set; restart=True removes the workdir's checkpoints and metrics first); returns
+  the final metrics {step, train_loss, eval_loss, (bits_per_byte | eval_accuracy), num_params, ...}. The
+  config, both data splits and train.init_from are checked before the workdir is created or locked (a
+  ConfigError or an init_from CheckpointError leaves nothing behind). Holds the workdir's lock throughout
   (WorkdirError at once if another run holds it)."""
+  given = config
+  source = config.train.get("init_from", "")
+  starting = restart or not _has_checkpoint(workdir)   # (else resuming: train.init_from is not read)
+  if source and starting:
+    init_from_lib.check_source(source)   # (first: a missing folder is named as such, not as a missing tokenizer)
+  config = resolve_tokenizer_dir(config, workdir)
   info = validation.check_config(config)
   try:
     platform.apply(config.train)   # matmul precision, the ops' tuning overrides: once, before any tracing
@@ -201,17 +230,32 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *, resta
     raise validation.ConfigError(str(e)) from e
   _check_micro_batch(config, mesh)
   validation.check_data(config)
+  setup = steps.setup(config, info.vocab_size, mesh)
+  init = None
+  if source and starting:  # (read before the workdir exists: nothing written)
+    init = (source, *init_from_lib.restore(source, config, info.vocab_size, mesh, setup[1]))
   with contextlib.ExitStack() as stack:
     signals = stack.enter_context(_Signals())
     if jax.process_index() == 0:
       stack.enter_context(workdir_lib.lock(workdir))
-    return _train_and_evaluate(config, workdir, info, mesh, restart=restart, signals=signals)
+    return _train_and_evaluate(config, given, workdir, info, mesh, setup, init, restart=restart, signals=signals)
 
 
-def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, info: data.DatasetInfo,
-                        mesh: jax.sharding.Mesh, *, restart: bool, signals: _Signals) -> dict[str, Any]:
+def _init_state(static: steps.Static, shardings, params, rest) -> steps.State:
+  """Step 0 with these params and rest (put on this run's shardings) and a fresh optimizer state."""
+  params, rest = jax.device_put(params, shardings["params"]), jax.device_put(rest, shardings["rest"])
+  opt_state = jax.jit(static.tx.init, out_shardings=shardings["opt_state"])(params)
+  step = jax.device_put(np.zeros((), np.int32), shardings["step"])
+  return {"step": step, "params": params, "rest": rest, "opt_state": opt_state}
+
+
+def _train_and_evaluate(config: ml_collections.ConfigDict, given: ml_collections.ConfigDict, workdir: str,
+                        info: data.DatasetInfo, mesh: jax.sharding.Mesh, setup, init, *, restart: bool,
+                        signals: _Signals) -> dict[str, Any]:
+  """config: the config to run (resolve_tokenizer_dir's); given: as passed (saved, and compared on resume);
+  setup: steps.setup's triple; init: (source, its step, params, rest) from train.init_from, or None."""
   is_primary = jax.process_index() == 0
-  static, abstract, shardings = steps.setup(config, info.vocab_size, mesh)
+  static, abstract, shardings = setup
   train_it = data.make_iterator(config.data, "train", batch_size=int(config.data.batch_size),
                                 seq_len=int(config.data.seq_len), seed=int(config.data.shuffle_seed),
                                 shard_index=jax.process_index(), shard_count=jax.process_count(), repeat=True)
@@ -224,7 +268,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, info: d
   corpus = data.corpus_fingerprint(config.data)
   saved = None
   if ckpt.latest_step() is not None:
-    saved = _check_workdir_config(config, workdir)
+    saved = _check_workdir_config(given, workdir)
     try:
       start, state, data_state = ckpt.restore(checkpoint.abstract_like(abstract, shardings), quarantine=True)
     except checkpoint.CheckpointError as e:
@@ -236,15 +280,22 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, info: d
     if data_state:  # (a converted model's step-0 checkpoint has none: its data starts at the beginning)
       train_it.set_state(data_state)
     logging.info("resumed from %s at step %d", ckpt.directory, start)
+    if config.train.get("init_from", ""):
+      logging.info("train.init_from=%s is not read: this workdir's own checkpoint takes precedence",
+                   config.train.init_from)
   else:
     if refusal is not None:
       ckpt.close()
       raise refusal
     if is_primary and corpus:
       workdir_lib.check_corpus(workdir, *corpus, resuming=False)
-    start, state = 0, steps.init_state(config, info.vocab_size, static, shardings)
+    if init is not None:
+      start, state = 0, _init_state(static, shardings, *init[2:])
+      logging.info("initialized the model from %s (its step %d); fresh optimizer state, step 0", init[0], init[1])
+    else:
+      start, state = 0, steps.init_state(config, info.vocab_size, static, shardings)
   if is_primary:
-    config_lib.save_config(config, workdir)
+    config_lib.save_config(given, workdir)
     data.save_tokenizer(info, workdir)
 
   num_steps = int(config.train.num_steps)
@@ -255,6 +306,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, info: d
   writer = metrics_lib.MetricsWriter(workdir, start_step=start, total_steps=num_steps, enabled=is_primary)
   if saved is not None and int(saved.train.num_steps) != num_steps:
     writer.note(start, {"num_steps_changed": {"from": int(saved.train.num_steps), "to": num_steps}})
+  if init is not None and start == 0:
+    writer.note(0, {"init_from": {"workdir": os.path.abspath(init[0]), "step": int(init[1])}})
   schedule = optim.make_schedule(config.train)
   tokens_per_step = int(config.data.batch_size) * int(config.data.seq_len)
   final: dict[str, Any] = {"step": start, "num_params": n_params}

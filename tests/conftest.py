@@ -40,6 +40,7 @@ SLOW = (
     "tests/test_faults.py",  # SIGKILLs, damaged checkpoints, interrupted runs
     "tests/test_sharding.py::test_four_devices_match_one_and_restore_across_device_counts",
     "tests/test_plugins.py::test_cli_trains_with_a_plugin_mixer_dataset_and_tokenizer",
+    "tests/test_finetune.py::test_command_line_error",  # a `linear_seq.main` subprocess (the in-process cases stay fast)
     "tests/studies/test_sweep.py::test_sweep_runs_both_points_and_writes_report",  # the 2-point sweep CLI run
     "tests/studies/test_sweep.py::test_interrupted_point_resumes_from_its_checkpoint",
     "tests/studies/test_sweep.py::test_rerun_skips_finished_points",

@@ -175,7 +175,9 @@ def make_examples(config: Any, split: str, *, seq_len: int, seed: int) -> pipeli
   builder = _text_builder(config)
   text.prepare(builder)
   tok = _text_tokenizer(config, builder)
-  return text.PackedRows(text.load_stream(builder, _source_split(config, split), tok), seq_len, tok)
+  source = _source_split(config, split)
+  return text.PackedRows(text.load_stream(builder, source, tok), seq_len, tok,
+                         text.load_byte_counts(builder, source, tok))
 
 
 def make_iterator(config: Any, split: str = "train", *, batch_size: int, seq_len: int, seed: int,

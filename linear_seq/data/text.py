@@ -7,7 +7,10 @@ Consecutive rows overlap by one token, so the targets of rows 0..N-1 are non-ove
 predict every byte of the split exactly once (N = ceil((len(stream) - 1) / T)).
   weights[t]     = 1 where targets[t] is text, 0 where it is BOS or PAD (byte tokenizer: loss / ln 2 = bits/byte);
   target_bytes[t] = bytes of text targets[t] stands for, times weights[t] (1 or 0 with the byte tokenizer): total
-                   nats / ln 2 / sum(target_bytes) is bits per byte whatever the tokenizer;
+                   nats / ln 2 / sum(target_bytes) is bits per byte whatever the tokenizer; from the
+                   tokenizer's per-id token_bytes(), or, for one with encode_with_bytes (hf: a converted
+                   model's tokenizer.json), from per-token counts of the document's own bytes kept beside the
+                   stream (each document's sum to its UTF-8 length);
   segment_ids[t] = 1 + number of BOS among inputs[1..t] (a row spanning two documents reads 1,..,1,2,..,2;
                    the model resets its state where the id changes), 0 on PAD.
 """
@@ -27,6 +30,7 @@ from linear_seq.data import text_files
 from linear_seq.data import tokenizer as tokenizer_lib
 
 _STREAMS: dict[tuple[str, str, str], np.ndarray] = {}
+_BYTES: dict[tuple[str, str, str], np.ndarray] = {}  # per-token byte counts (tokenizers with encode_with_bytes)
 _LOCK = threading.Lock()
 
 
@@ -73,16 +77,36 @@ def _download_and_prepare(builder: tfds.core.DatasetBuilder) -> None:
 
 
 def load_stream(builder: tfds.core.DatasetBuilder, split: str, tok: tokenizer_lib.ByteTokenizer) -> np.ndarray:
-  """The split's token stream, uint16 [L]; cached per (prepared data dir, split, tokenizer) in this process."""
+  """The split's token stream, uint16 [L] (uint32 for a vocabulary past 2**16); cached per (prepared data dir,
+  split, tokenizer) in this process."""
+  return _load(builder, split, tok)[0]
+
+
+def load_byte_counts(builder: tfds.core.DatasetBuilder, split: str, tok) -> np.ndarray | None:
+  """Bytes of text per token of load_stream's stream, float32 [L] (0 at BOS), for a tokenizer with
+  encode_with_bytes; None for the others (their token_bytes() table holds the counts)."""
+  return _load(builder, split, tok)[1]
+
+
+def _load(builder, split: str, tok) -> tuple[np.ndarray, np.ndarray | None]:
   key = (str(builder.data_dir), split, getattr(tok, "cache_key", type(tok).__name__))
   with _LOCK:
     if key not in _STREAMS:
-      bos = np.array([tok.bos_id], np.uint16)
-      parts = []
+      counted = hasattr(tok, "encode_with_bytes")
+      dtype = np.uint16 if tok.vocab_size <= 2**16 else np.uint32
+      bos, zero = np.array([tok.bos_id], dtype), np.zeros([1], np.float32)
+      parts, counts = [], []
       for document in read_documents(builder, split):
-        parts += [bos, tok.encode_bytes(document)]
-      _STREAMS[key] = np.concatenate(parts) if parts else np.zeros([0], np.uint16)
-    return _STREAMS[key]
+        if counted:
+          ids, n = tok.encode_with_bytes(document)
+          parts += [bos, ids]
+          counts += [zero, n]
+        else:
+          parts += [bos, tok.encode_bytes(document)]
+      _STREAMS[key] = np.concatenate(parts) if parts else np.zeros([0], dtype)
+      if counted:
+        _BYTES[key] = np.concatenate(counts) if counts else np.zeros([0], np.float32)
+    return _STREAMS[key], _BYTES.get(key)
 
 
 def read_documents(builder: tfds.core.DatasetBuilder, split: str) -> Iterator[bytes]:
@@ -102,9 +126,11 @@ class PackedRows:
   """Random access to the rows of a token stream (see the module docstring); examples are dicts of
   'inputs', 'targets' int32 [T], 'weights' float32 [T], 'segment_ids' int32 [T], 'target_bytes' float32 [T]."""
 
-  def __init__(self, stream: np.ndarray, seq_len: int, tok: tokenizer_lib.ByteTokenizer):
-    self.stream, self.seq_len, self.tok = stream, seq_len, tok
-    self.token_bytes = np.asarray(tok.token_bytes(), np.float32)
+  def __init__(self, stream: np.ndarray, seq_len: int, tok: tokenizer_lib.ByteTokenizer,
+               byte_counts: np.ndarray | None = None):
+    """byte_counts: bytes of text per stream position (load_byte_counts), else tok.token_bytes() per id."""
+    self.stream, self.seq_len, self.tok, self.byte_counts = stream, seq_len, tok, byte_counts
+    self.token_bytes = np.asarray(tok.token_bytes(), np.float32) if byte_counts is None else None
     self.num_rows = max(0, -(-(len(stream) - 1) // seq_len))
 
   def __len__(self) -> int:
@@ -125,8 +151,17 @@ class PackedRows:
         "targets": targets,
         "weights": weights,
         "segment_ids": segment_ids.astype(np.int32),
-        "target_bytes": self.token_bytes[targets] * weights,
+        "target_bytes": self._target_bytes(index, targets) * weights,
     }
+
+  def _target_bytes(self, index: int, targets: np.ndarray) -> np.ndarray:
+    if self.byte_counts is None:
+      return self.token_bytes[targets]
+    t = self.seq_len
+    out = np.zeros([t], np.float32)
+    counts = self.byte_counts[index * t + 1: index * t + t + 1]   # (the targets' stream positions)
+    out[:len(counts)] = counts
+    return out
 
   def pad(self) -> dict[str, np.ndarray]:
     t = self.seq_len
