@@ -4,6 +4,7 @@ character-level tokenizer.json has no entry for 'y', 'z', 'é' or a newline: eac
 local_text corpus (the last file is the validation split)."""
 import hashlib
 import math
+import json
 import os
 import shutil
 import subprocess
@@ -228,3 +229,16 @@ def test_command_line_error(source, tmp_path):
   assert proc.stderr == f"error: train.init_from='{tmp_path / 'nowhere'}' is not a folder (a workdir to fine-tune " \
                         "from)\n", proc.stderr
   assert not (tmp_path / "ft").exists()
+
+
+def test_workdir_config_of_an_older_workdir_takes_the_new_fields_defaults(tmp_path):
+  """configs/workdir.py on a config.json written before train.init_from / data.tokenizer_dir existed: those
+  fields come from configs/default.py (so `--config.train.init_from=` works), the saved values stay."""
+  saved = config_lib.to_dict(config_lib.load_config(os.path.join(REPO, "configs/default.py")))
+  del saved["train"]["init_from"], saved["data"]["tokenizer_dir"]
+  saved["model"]["num_layers"] = 3
+  with open(tmp_path / "config.json", "w") as f:
+    json.dump(saved, f)
+  config = config_lib.load_config(os.path.join(REPO, f"configs/workdir.py:{tmp_path}"))
+  assert config.model.num_layers == 3 and config.train.init_from == "" and config.data.tokenizer_dir == ""
+  assert config_lib.apply_overrides(config, {"train.init_from": "/src"}).train.init_from == "/src"
