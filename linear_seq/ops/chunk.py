@@ -63,8 +63,8 @@ from linear_seq.ops import precision
 from linear_seq.ops import seq_parallel
 from linear_seq.ops import tuning
 
-# Tokens per group of the outer scan on CPU (tuning.py's `linear_group_tokens`, read at trace time), rounded
-# to whole chunks. Measured fwd+bwd at T=8192, C=64, B=1, H=4, K=V=64 on 2 CPU cores: 256-1024 are all close;
+# The group size of the outer scan on CPU, tuning.py's `linear_group_tokens` = 512 (read at trace time, rounded
+# to whole chunks). Measured fwd+bwd at T=8192, C=64, B=1, H=4, K=V=64 on 2 CPU cores: 256-1024 are all close;
 # 128 is slower for vector gates (more loop steps), 2048 and no grouping are slower (memory traffic and page
 # faults).
 
