@@ -114,7 +114,11 @@ def test_bfloat16_products_take_bf16_operands(gate, monkeypatch):
   assert not any("bf16" in line for line in _dots(fwd.lower(q, k, v, g, s0).as_text()))
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[2]], ids=lambda c: "-".join(map(str, c)))
+# The vector-gated cases compile the longest (the splitting's levels, fwd and bwd): slow tier.
+PRECISION_CASES = [pytest.param(CASES[0], marks=pytest.mark.slow), CASES[2]]
+
+
+@pytest.mark.parametrize("case", PRECISION_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_bfloat16_path_vs_float32(case, monkeypatch):
   """bf16 inputs against the float32 op on the same bf16-rounded inputs, values and gradients (grouped)."""
   monkeypatch.setattr(tuning, "_overrides", {"linear_group_tokens": 32})
@@ -132,7 +136,7 @@ def test_bfloat16_path_vs_float32(case, monkeypatch):
     assert_close(np.asarray(gr, np.float32), gr32, 2e-2, f"bf16 {name} vs float32 op")
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[2]], ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("case", PRECISION_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_float32_under_emulated_tf32(case):
   """The float32 path where plain products round their operands to TF32 (a GPU's default): its tolerance."""
   T, K, V, C, gate, strength, resets, init = case
