@@ -267,6 +267,13 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.train.delta_group_tokens = 0
   # Delta rule's triangular inverse: blocks up to this size as elementwise products; 0 = the backend's (4).
   c.train.small_block = 0
+  # Tokens per rematerialized group of the linear recurrence's chunk form (linear, retention, gla, mamba2): 0 = the
+  # backend's (ops/tuning.py: CPU 512, GPU/TPU one group), -1 = one group, N = about N tokens.
+  c.train.linear_group_tokens = 0
+  # Memory budget (MiB) of one chunk-form op call's compiled forward+backward: when > 0 both chunk forms choose,
+  # per shape, the largest group that fits it (ops/group_budget.py; compiles the op a few times at start-up)
+  # instead of the group sizes above; 0 = no budget.
+  c.train.memory_budget_mib = 0
 
   c.mesh = ml_collections.ConfigDict()
   # Devices on the mesh's data axis (batch; FSDP shards over it); 0 = all devices not used by seq.

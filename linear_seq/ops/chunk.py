@@ -13,8 +13,9 @@ is batched matmuls over all chunks at once. O(T·C·K + T·K·V), no T×T and no
 Layout and memory (what makes it fast on CPU). Chunked tensors are [N, B, H, C, ·], made by one
 transpose per input: the chunk axis leads, so the per-chunk K×V terms, the scan over chunks and the
 states it emits need no further layout copies. A long sequence is cut into groups of about
-GROUP_TOKENS tokens (whole chunks) that an outer lax.scan runs one after another, carrying the
-state; its body is rematerialized (jax.checkpoint) in the backward pass. So the intermediates
+`linear_group_tokens` tokens (whole chunks; tuning.py's table: 512 on CPU, one group on GPU/TPU, or the
+largest group that fits tuning's `memory_budget`, group_budget.py) that an outer lax.scan runs one after
+another, carrying the state; its body is rematerialized (jax.checkpoint) in the backward pass. So the intermediates
 (≈ 30 T·K floats fwd+bwd for vector gates) live for one group at a time and are reused from group
 to group instead of being freshly allocated, page-faulted and pushed through memory for the whole
 sequence: measured at T=8192 on 2 CPU cores, forward+backward ~1.15-1.3× faster ungated and
@@ -37,7 +38,18 @@ to t), both ≤ 0, so each cross block is one matmul of (q ⊙ e^{prefix}) and (
 no overflow (a factor that underflows means a negligible product). log2(C) levels:
 O(T·K·log C) elementwise, O(T·C·K) matmul flops; the chunk length is rounded up to a power of
 two for vector gates. The diagonal is q_t·k_t (D_tt = 0).
+
+Precision (precision.py, docs/DESIGN.md): with bf16 inputs (`operand_dtype`) the output's large products —
+Q Kᵀ (with a vector gate the splitting's cross blocks (q ⊙ e^{prefix}) (k ⊙ e^{suffix})ᵀ), the scores times
+V and (Q ⊙ e^b) S — take bf16 operands and accumulate in float32; the gates, their cumulative sums (the 0/1
+matmul at HIGHEST), the exponents, the scores' decay weights, the state's update (K ⊙ e^r)ᵀ V (float32
+operands, as the delta rule's state passing), the state scan and the carried state stay float32: the state
+is exact to float32 rounding given the bf16 inputs. Without an operand dtype every product is the plain
+float32 `jnp.einsum` (the same program as before the policy), or its emulated TF32/bf16 rounding under
+`precision.emulate` (all but the exact 0/1 matmul).
 """
+import dataclasses
+import functools
 import math
 
 import jax
@@ -45,15 +57,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from linear_seq.ops import group_budget
 from linear_seq.ops import parallel as parallel_lib
+from linear_seq.ops import precision
 from linear_seq.ops import seq_parallel
+from linear_seq.ops import tuning
 
-_HI = lax.Precision.HIGHEST   # the 0/1 matmuls that sum log decays must not drop to bf16/TF32
-
-# Tokens per group of the outer scan (rounded to whole chunks). Measured fwd+bwd at T=8192, C=64,
-# B=1, H=4, K=V=64 on 2 CPU cores: 256-1024 are all close; 128 is slower for vector gates (more
-# loop steps), 2048 and no grouping are slower (memory traffic and page faults).
-GROUP_TOKENS = 512
+# The group size of the outer scan on CPU, tuning.py's `linear_group_tokens` = 512 (read at trace time, rounded
+# to whole chunks). Measured fwd+bwd at T=8192, C=64, B=1, H=4, K=V=64 on 2 CPU cores: 256-1024 are all close;
+# 128 is slower for vector gates (more loop steps), 2048 and no grouping are slower (memory traffic and page
+# faults).
 
 
 def _range_sum_matrix(n: int) -> np.ndarray:
@@ -68,7 +81,7 @@ def _pair_sums(g_XnK):
   if n > 128:   # the [n, n, n] constant gets large: accumulate by reverse cumsums instead
     return parallel_lib.pairwise_log_decay(g_XnK)
   m = jnp.asarray(_range_sum_matrix(n), g_XnK.dtype)
-  d = jnp.einsum("tsl,...lk->...tsk", m, g_XnK, precision=_HI)
+  d = precision.einsum("tsl,...lk->...tsk", m, g_XnK, exact=True)   # sums of log decays: never rounded
   t, s = np.arange(n)[:, None], np.arange(n)[None, :]
   return jnp.where((s <= t)[:, :, None], d, -jnp.inf)
 
@@ -95,7 +108,7 @@ def _from_chunks(x_NBHCD, T: int):
   return x_NBHCD.transpose(1, 0, 3, 2, 4).reshape(B, N * C, H, D)[:, :T]
 
 
-def _intra_vector(q_XCK, k_XCK, g_XCK):
+def _intra_vector(q_XCK, k_XCK, g_XCK, operand_dtype=None):
   """Intra-chunk scores for a vector gate by binary splitting (C a power of two), exactly.
 
   A[..., t, s] = Σ_k q_tk k_sk e^{D_tsk} for s ≤ t. Level h = 1, 2, ..., C/2 pairs each block L of
@@ -105,7 +118,8 @@ def _intra_vector(q_XCK, k_XCK, g_XCK):
   of h (same-sign adds, no subtraction). O(T·K·log C) elementwise, O(T·C·K) matmul flops.
 
   Returns A [..., C, C] and the chunk's prefix Σ_{l≤t} g, suffix Σ_{l>t} g [..., C, K], and
-  total Σ g [..., K], all reused by the inter-chunk terms.
+  total Σ g [..., K], all reused by the inter-chunk terms. operand_dtype (bf16 or None): the cross blocks'
+  matmul operands (float32 accumulation); the diagonal and 1×1 level are float32 elementwise products.
   """
   *lead, C, K = q_XCK.shape
   pre, suf, tot = g_XCK, jnp.zeros_like(g_XCK), g_XCK        # within blocks of h = 1
@@ -121,7 +135,7 @@ def _intra_vector(q_XCK, k_XCK, g_XCK):
     if h == 1:
       x = jnp.sum(q_hat * k_hat, axis=-1)[..., None]          # [..., nb, 1, 1]
     else:
-      x = jnp.einsum("...tk,...sk->...ts", q_hat, k_hat)      # [..., nb, h, h]
+      x = precision.einsum("...tk,...sk->...ts", q_hat, k_hat, operand_dtype=operand_dtype)   # [..., nb, h, h]
     a2 = a.reshape(*lead, nb, 2, h, h)
     top = jnp.concatenate([a2[..., 0, :, :], jnp.zeros_like(x)], axis=-1)
     bottom = jnp.concatenate([x, a2[..., 1, :, :]], axis=-1)
@@ -135,8 +149,9 @@ def _intra_vector(q_XCK, k_XCK, g_XCK):
   return a.reshape(*lead, C, C), pre, suf, tot.reshape(*lead, K)
 
 
-def _chunk_group(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, C: int, vector: bool):
+def _chunk_group(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, C: int, vector: bool, operand_dtype=None):
   """The chunkwise form over one group of tokens (all its chunks at once); returns (o, S_last)."""
+  dot = lambda spec, x, y: precision.einsum(spec, x, y, operand_dtype=operand_dtype)
   B, T, H, K = q_BTHK.shape
   V = v_BTHV.shape[-1]
   N = math.ceil(T / C)
@@ -144,23 +159,23 @@ def _chunk_group(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, C: int, vector: bool):
   causal = np.tril(np.ones((C, C), bool))
 
   if g_BTHk is None:
-    a = jnp.where(causal, jnp.einsum("nbhck,nbhsk->nbhcs", q, k), 0.0)
+    a = jnp.where(causal, dot("nbhck,nbhsk->nbhcs", q, k), 0.0)
     q_in, k_out, decay = q, k, None
   else:
     g = _to_chunks(g_BTHk, N, C)                  # [N, B, H, C, 1 or K]
     if vector:
-      a, prefix, suffix, total = _intra_vector(q, k, g)
+      a, prefix, suffix, total = _intra_vector(q, k, g, operand_dtype)
     else:
       prefix, suffix = _prefix_suffix(g)
       total = prefix[..., -1, :]
       w = jnp.exp(_pair_sums(g)[..., 0])           # [N, B, H, C, C], 0 above the diagonal
-      a = jnp.einsum("nbhck,nbhsk->nbhcs", q, k) * w
+      a = dot("nbhck,nbhsk->nbhcs", q, k) * w
     q_in, k_out = q * jnp.exp(prefix), k * jnp.exp(suffix)
     decay = jnp.exp(total)                        # e^{Γ}: [N, B, H, 1 or K]
-  o = jnp.einsum("nbhcs,nbhsv->nbhcv", a, v)
+  o = dot("nbhcs,nbhsv->nbhcv", a, v)
 
   # Inter-chunk: S_{n+1} = diag(e^Γ_n) S_n + U_n by a scan over chunks; keep each S_n.
-  u_NBHKV = jnp.einsum("nbhck,nbhcv->nbhkv", k_out, v)
+  u_NBHKV = precision.einsum("nbhck,nbhcv->nbhkv", k_out, v)   # the state's update: float32 operands
   s = seq_parallel.initial_carry(s0_BHKV, k_BTHK, v_BTHV)
 
   def step(s_BHKV, x):
@@ -169,15 +184,17 @@ def _chunk_group(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, C: int, vector: bool):
     return nxt, s_BHKV
 
   s, s_in_NBHKV = lax.scan(step, s, (u_NBHKV, decay))
-  o = o + jnp.einsum("nbhck,nbhkv->nbhcv", q_in, s_in_NBHKV)
+  o = o + dot("nbhck,nbhkv->nbhcv", q_in, s_in_NBHKV)
   return _from_chunks(o, T), s
 
 
-def chunk(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, chunk_size: int):
+def chunk(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, chunk_size: int, operand_dtype=None):
   """Chunkwise form (float32 in, scale in q, g clamped finite). g: None, [B,T,H,1] or [B,T,H,K].
 
-  Sequences longer than two groups run group by group (GROUP_TOKENS, whole chunks) in a
-  rematerialized lax.scan that carries the state; shorter ones in one pass.
+  Sequences longer than two groups run group by group (tuning's `linear_group_tokens`, whole chunks; None: one
+  group; with tuning's `memory_budget`, the largest group that fits it) in a rematerialized lax.scan that
+  carries the state; shorter ones in one pass.
+  operand_dtype: None, or bf16: the large products' operand dtype (float32 accumulation; module docstring).
   """
   B, T, H, K = q_BTHK.shape
   V = v_BTHV.shape[-1]
@@ -185,9 +202,10 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, chunk_size: int):
   C = max(1, min(chunk_size, T))
   if vector:   # binary splitting needs a power of two
     C = 1 << (C - 1).bit_length()
-  G = math.ceil(T / max(GROUP_TOKENS, C))
+  tokens = group_tokens(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, C, operand_dtype)
+  G = 1 if tokens is None else math.ceil(T / max(tokens, C))
   if G < 2:
-    return _chunk_group(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, C, vector)
+    return _chunk_group(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, C, vector, operand_dtype)
 
   # G groups of L tokens (whole chunks), padded like the chunks: q = k = v = 0, log α = 0.
   L = math.ceil(math.ceil(T / G) / C) * C
@@ -202,9 +220,37 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, chunk_size: int):
 
   @jax.checkpoint
   def body(s_BHKV, x):
-    o_BLHV, s_BHKV = _chunk_group(*x[:3], x[3], s_BHKV, C, vector)
+    o_BLHV, s_BHKV = _chunk_group(*x[:3], x[3], s_BHKV, C, vector, operand_dtype)
     return s_BHKV, o_BLHV
 
   s = seq_parallel.initial_carry(s0_BHKV, k_BTHK, v_BTHV)
   s, o_GBLHV = lax.scan(body, s, xs)
   return o_GBLHV.swapaxes(0, 1).reshape(B, G * L, H, V)[:, :T], s
+
+
+def group_tokens(q, k, v, g, s0, C: int, operand_dtype=None):
+  """The group size `chunk` uses for these inputs (abstract ones will do) and chunk length C: tuning's
+  `linear_group_tokens`, or with tuning's `memory_budget` the largest group that fits it (group_budget.choose)."""
+  t = tuning.current()
+  if t.memory_budget is None:
+    return t.linear_group_tokens
+  return group_budget.choose(lambda L: group_memory(q, k, v, g, s0, C, L, operand_dtype), q.shape[1], C,
+                             t.memory_budget, t.linear_group_tokens)
+
+
+def group_memory(q, k, v, g, s0, C: int, group_tokens, operand_dtype=None):
+  """Compiled fwd+bwd bytes of `chunk` for these inputs' shapes in groups of group_tokens (None: one group),
+  on the current backend (group_budget.fwd_bwd_memory; cached per shape, group and tuning)."""
+  shapes = tuple(None if x is None else (tuple(x.shape), jnp.dtype(x.dtype)) for x in (q, k, v, g, s0))
+  operand = None if operand_dtype is None else jnp.dtype(operand_dtype)
+  tuned = dataclasses.replace(tuning.current(), linear_group_tokens=None, memory_budget=None)   # the rest of the row
+  return _group_memory(shapes, C, operand, group_tokens, jax.default_backend(), tuned)
+
+
+@functools.lru_cache(maxsize=1024)
+def _group_memory(shapes, C, operand_dtype, group_tokens, backend, tuned):
+  del backend, tuned   # in the cache key only
+  abstract = tuple(None if s is None else jax.ShapeDtypeStruct(*s) for s in shapes)
+  op = lambda q, k, v, g, s0: chunk(q, k, v, g, s0, C, operand_dtype)
+  with tuning.override(linear_group_tokens=group_tokens, memory_budget=None):
+    return group_budget.fwd_bwd_memory(op, abstract)

@@ -30,8 +30,9 @@ difference of cumulative sums. A scalar gate's D is one C×C matrix per chunk (a
 per-channel gate's D has a K axis, and both Σ_k k_tk k_sk e^{D_tsk} (A) and Σ_k q_tk k_sk e^{D_tsk}
 (the Q-K term) come from chunk.py's binary-splitting construction (`_intra_vector`), exact for
 strong gates (log α ≈ −20 per step); C is rounded up to a power of two there. Long sequences run in
-groups of about `delta_group_tokens` tokens (tuning.py's table: 256 on CPU, one group on GPU/TPU) in a
-rematerialized outer lax.scan, as chunk.py does.
+groups of about `delta_group_tokens` tokens (tuning.py's table: 256 on CPU, one group on GPU/TPU; with
+tuning's `memory_budget`, the largest group that fits it, group_budget.py) in a rematerialized outer
+lax.scan, as chunk.py does.
 
 Precision (precision.py, docs/DESIGN.md): the inverse and the solve run at HIGHEST whatever the global
 setting (with TF32 operands, emulated, the inverse at correlated keys and β up to 2 was off by 2.0e-3
@@ -39,6 +40,8 @@ relative vs float64; at HIGHEST 4.6e-7, float32's own error; tests/ops/test_prec
 inputs (`operand_dtype`) K Kᵀ, Q Kᵀ and the output's two products take bf16 operands with float32
 accumulation; A, the solve, the exponents, the state passing and the state stay float32.
 """
+import dataclasses
+import functools
 import math
 
 import jax
@@ -47,6 +50,7 @@ import numpy as np
 from jax import lax
 
 from linear_seq.ops import chunk as chunk_lib
+from linear_seq.ops import group_budget
 from linear_seq.ops import precision
 from linear_seq.ops import tuning
 
@@ -212,7 +216,8 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, chunk_size: int, op
   """Chunkwise form (float32 in, scale in q, g clamped finite). g: None, [B,T,H,1] or [B,T,H,K].
 
   Sequences longer than two groups run group by group (tuning's `delta_group_tokens`, whole chunks;
-  None: one group) in a rematerialized lax.scan that carries the state; shorter ones in one pass.
+  None: one group; with tuning's `memory_budget`, the largest group that fits it) in a rematerialized
+  lax.scan that carries the state; shorter ones in one pass.
   operand_dtype: None, or bf16: the large products' operand dtype (float32 accumulation).
   """
   B, T, H, K = q_BTHK.shape
@@ -221,8 +226,8 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, chunk_size: int, op
   C = max(1, min(chunk_size, T))
   if vector:   # binary splitting needs a power of two
     C = 1 << (C - 1).bit_length()
-  group_tokens = tuning.current().delta_group_tokens
-  G = 1 if group_tokens is None else math.ceil(T / max(group_tokens, C))
+  tokens = group_tokens(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C, operand_dtype)
+  G = 1 if tokens is None else math.ceil(T / max(tokens, C))
   if G < 2:
     return _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C, vector, operand_dtype)
 
@@ -245,3 +250,31 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, chunk_size: int, op
   s = jnp.zeros((B, H, K, V), q_BTHK.dtype) if s0_BHKV is None else s0_BHKV
   s, o_GBLHV = lax.scan(body, s, xs)
   return o_GBLHV.swapaxes(0, 1).reshape(B, G * L, H, V)[:, :T], s
+
+
+def group_tokens(q, k, v, beta, g, s0, C: int, operand_dtype=None):
+  """The group size `chunk` uses for these inputs (abstract ones will do) and chunk length C: tuning's
+  `delta_group_tokens`, or with tuning's `memory_budget` the largest group that fits it (group_budget.choose)."""
+  t = tuning.current()
+  if t.memory_budget is None:
+    return t.delta_group_tokens
+  return group_budget.choose(lambda L: group_memory(q, k, v, beta, g, s0, C, L, operand_dtype), q.shape[1], C,
+                             t.memory_budget, t.delta_group_tokens)
+
+
+def group_memory(q, k, v, beta, g, s0, C: int, group_tokens, operand_dtype=None):
+  """Compiled fwd+bwd bytes of `chunk` for these inputs' shapes in groups of group_tokens (None: one group),
+  on the current backend (group_budget.fwd_bwd_memory; cached per shape, group and tuning)."""
+  shapes = tuple(None if x is None else (tuple(x.shape), jnp.dtype(x.dtype)) for x in (q, k, v, beta, g, s0))
+  operand = None if operand_dtype is None else jnp.dtype(operand_dtype)
+  tuned = dataclasses.replace(tuning.current(), delta_group_tokens=None, memory_budget=None)   # the rest of the row
+  return _group_memory(shapes, C, operand, group_tokens, jax.default_backend(), tuned)
+
+
+@functools.lru_cache(maxsize=1024)
+def _group_memory(shapes, C, operand_dtype, group_tokens, backend, tuned):
+  del backend, tuned   # in the cache key only
+  abstract = tuple(None if s is None else jax.ShapeDtypeStruct(*s) for s in shapes)
+  op = lambda q, k, v, beta, g, s0: chunk(q, k, v, beta, g, s0, C, operand_dtype)
+  with tuning.override(delta_group_tokens=group_tokens, memory_budget=None):
+    return group_budget.fwd_bwd_memory(op, abstract)

@@ -87,14 +87,18 @@ def test_exact_inverse_is_bitwise_unchanged_on_cpu():
 
 
 def test_tuning_table_and_overrides():
-  assert tuning.current("cpu") == tuning.Tuning(delta_group_tokens=256, small_block=4, chunk_size=16)
+  assert tuning.current("cpu") == tuning.Tuning(delta_group_tokens=256, small_block=4, chunk_size=16,
+                                                linear_group_tokens=512, memory_budget=None)
   for backend in ("gpu", "tpu"):
-    assert tuning.current(backend).delta_group_tokens is None and tuning.current(backend).chunk_size == 64
-  with tuning.override(delta_group_tokens=64, small_block=8):
-    assert tuning.current("cpu") == tuning.Tuning(64, 8, 16)
-    assert tuning.current("gpu") == tuning.Tuning(64, 8, 64)
-  assert tuning.current("cpu").delta_group_tokens == 256
-  for bad in ({"group": 1}, {"small_block": 0}, {"chunk_size": None}, {"delta_group_tokens": True}):
+    row = tuning.current(backend)
+    assert row.delta_group_tokens is None and row.linear_group_tokens is None and row.chunk_size == 64
+    assert row.memory_budget is None
+  with tuning.override(delta_group_tokens=64, small_block=8, linear_group_tokens=None, memory_budget=2 ** 30):
+    assert tuning.current("cpu") == tuning.Tuning(64, 8, 16, None, 2 ** 30)
+    assert tuning.current("gpu") == tuning.Tuning(64, 8, 64, None, 2 ** 30)
+  assert tuning.current("cpu").delta_group_tokens == 256 and tuning.current("cpu").linear_group_tokens == 512
+  for bad in ({"group": 1}, {"small_block": 0}, {"chunk_size": None}, {"delta_group_tokens": True},
+              {"linear_group_tokens": 0}, {"memory_budget": -1}, {"small_block": None}):
     with pytest.raises(ValueError, match="tuning"):
       tuning.set_overrides(**bad)
 
@@ -108,8 +112,12 @@ def test_platform_settings_from_config():
   assert platform.overrides(train(delta_group_tokens=-1, small_block=8)) == {"delta_group_tokens": None,
                                                                              "small_block": 8}
   assert platform.overrides(train(delta_group_tokens=1024)) == {"delta_group_tokens": 1024}
+  assert platform.overrides(train(linear_group_tokens=-1, memory_budget_mib=3)) == {
+      "linear_group_tokens": None, "memory_budget": 3 * 2 ** 20}
   for bad, field in ((dict(matmul_precision="tf32"), "matmul_precision"),
-                     (dict(delta_group_tokens=-2), "delta_group_tokens"), (dict(small_block=-1), "small_block")):
+                     (dict(delta_group_tokens=-2), "delta_group_tokens"), (dict(small_block=-1), "small_block"),
+                     (dict(linear_group_tokens=-3), "linear_group_tokens"),
+                     (dict(memory_budget_mib=-1), "memory_budget_mib")):
     with pytest.raises(ValueError, match=field):
       platform.check(train(**bad))
   assert model.ModelConfig(vocab_size=8, chunk_size=0).chunk_size == tuning.current().chunk_size
