@@ -13,7 +13,7 @@ is batched matmuls over all chunks at once. O(T·C·K + T·K·V), no T×T and no
 Layout and memory (what makes it fast on CPU). Chunked tensors are [N, B, H, C, ·], made by one
 transpose per input: the chunk axis leads, so the per-chunk K×V terms, the scan over chunks and the
 states it emits need no further layout copies. A long sequence is cut into groups of about
-`linear_group_tokens` tokens (whole chunks; tuning.py's table: 512 on CPU, one group on GPU/TPU, or the
+`linear_group_tokens` tokens (whole chunks; tuning.py's table: 512 on every backend, or the
 largest group that fits tuning's `memory_budget`, group_budget.py) that an outer lax.scan runs one after
 another, carrying the state; its body is rematerialized (jax.checkpoint) in the backward pass. So the intermediates
 (≈ 30 T·K floats fwd+bwd for vector gates) live for one group at a time and are reused from group

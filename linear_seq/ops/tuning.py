@@ -13,9 +13,12 @@ Fields (read when an op is traced, for `jax.default_backend()`):
     compiles the op on the current backend, once per shape).
 
 CPU: the values measured on 2 cores (delta_chunk.py's and chunk.py's comments give the measurements); the CPU
-program is the one these ops compiled before the table existed. GPU/TPU: no remat groups (one pass: the outer
-lax.scan's sequential small kernels and the backward's recomputation cost more there than the memory; set
-memory_budget, or a group size, to bound the activation memory), chunk 64. The accelerator values are not
+program is the one these ops compiled before the table existed. GPU/TPU: the delta rule without remat groups
+(one pass: the outer lax.scan's sequential small kernels and the backward's recomputation cost more there than
+the memory; set memory_budget, or a group size, to bound the activation memory), chunk 64; the linear form keeps
+the 512-token groups it had on every backend, since one group at studies/accel_check.py's largest shape
+(B, H, K = 8, 16, 128, T = 32768, bf16 operands) compiles to 79.2 GiB against 29.6 GiB at 512 (CPU compiled
+memory analysis), past an H100's 78 GiB. The accelerator values are not
 measured here. The linear chunk form has no small-block threshold: its vector-gate splitting's lowest level
 (1×1 blocks) is an elementwise product always, and 2×2 / 4×4 blocks that way crashed XLA 0.10.2's CPU runtime
 at T=8192 (experiments/benchmark/README.md).
@@ -39,9 +42,9 @@ class Tuning:
 TABLE = {
     "cpu": Tuning(delta_group_tokens=256, small_block=4, chunk_size=16, linear_group_tokens=512,
                   memory_budget=None),
-    "gpu": Tuning(delta_group_tokens=None, small_block=4, chunk_size=64, linear_group_tokens=None,
+    "gpu": Tuning(delta_group_tokens=None, small_block=4, chunk_size=64, linear_group_tokens=512,
                   memory_budget=None),
-    "tpu": Tuning(delta_group_tokens=None, small_block=4, chunk_size=64, linear_group_tokens=None,
+    "tpu": Tuning(delta_group_tokens=None, small_block=4, chunk_size=64, linear_group_tokens=512,
                   memory_budget=None),
 }
 _OPTIONAL = ("delta_group_tokens", "linear_group_tokens", "memory_budget")   # None is a value

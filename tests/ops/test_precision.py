@@ -91,7 +91,7 @@ def test_tuning_table_and_overrides():
                                                 linear_group_tokens=512, memory_budget=None)
   for backend in ("gpu", "tpu"):
     row = tuning.current(backend)
-    assert row.delta_group_tokens is None and row.linear_group_tokens is None and row.chunk_size == 64
+    assert row.delta_group_tokens is None and row.linear_group_tokens == 512 and row.chunk_size == 64
     assert row.memory_budget is None
   with tuning.override(delta_group_tokens=64, small_block=8, linear_group_tokens=None, memory_budget=2 ** 30):
     assert tuning.current("cpu") == tuning.Tuning(64, 8, 16, None, 2 ** 30)
