@@ -1,9 +1,10 @@
-"""Input checks with one-line messages, shared by the ops, the mixers and the model (imports nothing from
-linear_seq). Value checks run on concrete values only: under jit/grad/vmap the values are tracers, unknown
-until run time, and the check is skipped (`if_concrete`) -- unless debug checks are on: a function wrapped by
-`checked(fn)` (the trainer's `--config.train.debug_checks=True`) is traced with the same checks staged in by
-`jax.experimental.checkify`, so e.g. a positive log_decay computed inside a jitted step raises
-checkify.JaxRuntimeError naming it (with the array's min and max) instead of producing huge values."""
+"""The ops' input checks with one-line messages, shared by the ops, the mixers and the model (imports nothing from
+linear_seq; config validation is linear_seq/validation.py). Value checks run on concrete values only: under
+jit/grad/vmap the values are tracers, unknown until run time, and the check is skipped (`if_concrete`) -- unless
+debug checks are on: a function wrapped by `checked(fn)` (the trainer's `--config.train.debug_checks=True`) is
+traced with the same checks staged in by `jax.experimental.checkify`, so e.g. a positive log_decay computed inside a
+jitted step raises checkify.JaxRuntimeError naming it (with the array's min and max) instead of producing huge
+values."""
 import contextlib
 import contextvars
 import difflib
