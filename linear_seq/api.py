@@ -23,8 +23,8 @@ import ml_collections
 import numpy as np
 
 from linear_seq import config_lib
-from linear_seq import evaluate as evaluate_lib
 from linear_seq import model as model_lib
+from linear_seq import restored as restored_lib
 from linear_seq import steps
 
 Ids = Union[Sequence[int], np.ndarray]
@@ -44,7 +44,7 @@ class Run:
   config: ml_collections.ConfigDict
   model: model_lib.LM
   tokenizer: Any
-  restored: evaluate_lib.Restored
+  restored: restored_lib.Restored
 
   def _ids(self, prompt: Union[str, Ids]) -> tuple[np.ndarray, bool]:
     """-> (int32 [B, T0], whether the input was one sequence). A str is BOS + its encoding."""
@@ -85,7 +85,7 @@ class Run:
     r = self.restored
     if seq_len is not None:
       r = r._replace(config=config_lib.apply_overrides(r.config, {"eval.seq_len": int(seq_len)}))
-    return evaluate_lib.evaluate_restored(self.workdir, r, split=split, progress=_print_progress)
+    return restored_lib.evaluate_restored(self.workdir, r, split=split, progress=_print_progress)
 
 
 def _print_progress(message: str) -> None:
@@ -112,6 +112,6 @@ def _quiet_read_only_notice():
 def load(workdir: str, step: Optional[int] = None) -> Run:
   """Restores the workdir's latest checkpoint (or `step`) with its config and tokenizer, from the workdir alone."""
   with _quiet_read_only_notice():
-    r = evaluate_lib.restore(workdir, step, need_data=False)
+    r = restored_lib.restore(workdir, step, need_data=False)
   return Run(workdir=workdir, step=int(r.step), config=r.config, model=steps.merge(r.static, r.state),
              tokenizer=r.info.tokenizer, restored=r)

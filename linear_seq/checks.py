@@ -1,10 +1,12 @@
-"""Input checks with one-line messages, shared by the ops, the mixers and the model (imports nothing from
-linear_seq). Value checks run on concrete values only: under jit/grad/vmap the values are tracers, unknown
-until run time, and the check is skipped (`if_concrete`) -- unless debug checks are on: a function wrapped by
-`checked(fn)` (the trainer's `--config.train.debug_checks=True`) is traced with the same checks staged in by
-`jax.experimental.checkify`, so e.g. a positive log_decay computed inside a jitted step raises
-checkify.JaxRuntimeError naming it (with the array's min and max) instead of producing huge values."""
+"""The ops' input checks with one-line messages, shared by the ops, the mixers and the model (imports nothing from
+linear_seq; config validation is linear_seq/validation.py). Value checks run on concrete values only: under
+jit/grad/vmap the values are tracers, unknown until run time, and the check is skipped (`if_concrete`) -- unless
+debug checks are on: a function wrapped by `checked(fn)` (the trainer's `--config.train.debug_checks=True`) is
+traced with the same checks staged in by `jax.experimental.checkify`, so e.g. a positive log_decay computed inside a
+jitted step raises checkify.JaxRuntimeError naming it (with the array's min and max) instead of producing huge
+values."""
 import contextlib
+import contextvars
 import difflib
 import functools
 from typing import Any, Callable, Iterator, Union
@@ -14,7 +16,9 @@ from jax.experimental import checkify
 import jax.numpy as jnp
 import numpy as np
 
-_debug_depth = [0]  # > 0 while a `checked` function is traced: if_concrete stages its check into it
+# True while a `checked` function is traced in this thread / context: if_concrete stages its check into it.
+# A ContextVar, not a global: a trace in another thread (or asyncio task) keeps its own setting.
+_staging = contextvars.ContextVar("linear_seq_checks_staging", default=False)
 
 
 def is_concrete(x) -> bool:
@@ -27,7 +31,7 @@ def if_concrete(x, ok: Callable[[np.ndarray], Any], message: Union[str, Callable
 
   message: a string, or a function of the values (to name the offending ones)."""
   if not is_concrete(x):
-    if _debug_depth[0] > 0:
+    if _staging.get():
       _staged_check(x, ok, message)
     return
   values = np.asarray(x)
@@ -55,14 +59,20 @@ def _staged_check(x, ok: Callable[[Any], Any], message) -> None:
 
 
 @contextlib.contextmanager
-def debug_checks() -> Iterator[None]:
+def debug_checks(enabled: bool = True) -> Iterator[None]:
   """While active, value checks on traced arrays are staged as checkify checks (only valid inside a
-  checkify-transformed function: use `checked`)."""
-  _debug_depth[0] += 1
+  checkify-transformed function: use `checked`); enabled=False turns them off inside an enclosing block. The
+  setting is per thread (a contextvars.ContextVar) and restored on exit, however the blocks nest."""
+  token = _staging.set(enabled)
   try:
     yield
   finally:
-    _debug_depth[0] -= 1
+    _staging.reset(token)
+
+
+def debug_checks_active() -> bool:
+  """Whether value checks on traced arrays are staged now (inside `debug_checks()` in this thread)."""
+  return _staging.get()
 
 
 def checked(fn: Callable[..., Any], **jit_kwargs) -> Callable[..., Any]:

@@ -249,142 +249,66 @@ def _init_state(static: steps.Static, shardings, params, rest) -> steps.State:
   return {"step": step, "params": params, "rest": rest, "opt_state": opt_state}
 
 
+@dataclasses.dataclass
+class _Run:
+  """What the steps of one training run share, set up once by _open_run (the loop's changing state is
+  _Progress)."""
+  config: ml_collections.ConfigDict   # the config to run (resolve_tokenizer_dir's)
+  workdir: str
+  info: data.DatasetInfo
+  mesh: jax.sharding.Mesh
+  static: steps.Static
+  shardings: Any
+  train_it: Any                       # the training split's iterator (its state is checkpointed)
+  ckpt: checkpoint.Checkpointer
+  signals: _Signals
+  is_primary: bool                    # process 0: the one that writes the workdir's files
+  num_steps: int
+  schedule: Any                       # the learning rate per step (for the train lines)
+  tokens_per_step: int
+
+
+@dataclasses.dataclass
+class _Progress:
+  """The training loop's state from step to step."""
+  state: steps.State
+  final: dict[str, Any]               # the metrics train_and_evaluate returns, updated by every line written
+  last_good: Optional[int]            # the latest saved step (a non-finite loss's error names it)
+  wall_base: float                    # the resumed run's wall_time
+  t0: float                           # perf_counter() at the loop's start
+  last_log_step: int
+  last_log_time: float
+  # (step, loss, grad norm) not yet checked on the host
+  pending: list[tuple[int, jax.Array, jax.Array]] = dataclasses.field(default_factory=list)
+  interval: list[float] = dataclasses.field(default_factory=list)  # checked losses since the last train line
+  paused: float = 0.0                 # evaluation / checkpoint seconds since the last train line
+
+
 def _train_and_evaluate(config: ml_collections.ConfigDict, given: ml_collections.ConfigDict, workdir: str,
                         info: data.DatasetInfo, mesh: jax.sharding.Mesh, setup, init, *, restart: bool,
                         signals: _Signals) -> dict[str, Any]:
   """config: the config to run (resolve_tokenizer_dir's); given: as passed (saved, and compared on resume);
-  setup: steps.setup's triple; init: (source, its step, params, rest) from train.init_from, or None."""
-  is_primary = jax.process_index() == 0
-  static, abstract, shardings = setup
-  train_it = data.make_iterator(config.data, "train", batch_size=int(config.data.batch_size),
-                                seq_len=int(config.data.seq_len), seed=int(config.data.shuffle_seed),
-                                shard_index=jax.process_index(), shard_count=jax.process_count(), repeat=True)
+  setup: steps.setup's triple; init: (source, its step, params, rest) from train.init_from, or None.
 
-  if restart and is_primary:
-    workdir_lib.restart(workdir)
-  found = workdir_lib.progress(workdir)  # (before the Checkpointer creates checkpoints/)
-  refusal = workdir_lib.no_checkpoint_error(workdir, found) if found else None
-  ckpt = checkpoint.Checkpointer(workdir, keep=int(config.train.keep_checkpoints))
-  corpus = data.corpus_fingerprint(config.data)
-  saved = None
-  if ckpt.latest_step() is not None:
-    saved = _check_workdir_config(given, workdir)
-    try:
-      start, state, data_state = ckpt.restore(checkpoint.abstract_like(abstract, shardings), quarantine=True)
-    except checkpoint.CheckpointError as e:
-      ckpt.close()
-      raise checkpoint.CheckpointError(f"{e}\nnot resuming; to start over on purpose pass --restart (removes "
-                                       "its checkpoints and metrics) or use a new --workdir") from e
-    if is_primary and corpus:
-      workdir_lib.check_corpus(workdir, *corpus, resuming=True)
-    if data_state:  # (a converted model's step-0 checkpoint has none: its data starts at the beginning)
-      train_it.set_state(data_state)
-    logging.info("resumed from %s at step %d", ckpt.directory, start)
-    if config.train.get("init_from", ""):
-      logging.info("train.init_from=%s is not read: this workdir's own checkpoint takes precedence",
-                   config.train.init_from)
-  else:
-    if refusal is not None:
-      ckpt.close()
-      raise refusal
-    if is_primary and corpus:
-      workdir_lib.check_corpus(workdir, *corpus, resuming=False)
-    if init is not None:
-      start, state = 0, _init_state(static, shardings, *init[2:])
-      logging.info("initialized the model from %s (its step %d); fresh optimizer state, step 0", init[0], init[1])
-    else:
-      start, state = 0, steps.init_state(config, info.vocab_size, static, shardings)
-  if is_primary:
-    config_lib.save_config(given, workdir)
-    data.save_tokenizer(info, workdir)
-
-  num_steps = int(config.train.num_steps)
+  The steps: _open_run (iterator, --restart, checkpointer), _restore_or_init (this workdir's checkpoint, else
+  init's model, else a fresh init), _open_metrics (config.json, tokenizer, metrics writer), then
+  _evaluate_interrupted, _train_loop and _final_evaluation."""
+  static, abstract, _ = setup
+  run, refusal = _open_run(config, workdir, info, mesh, setup, restart=restart, signals=signals)
+  start, state, saved = _restore_or_init(run, given, abstract, init, refusal)
   n_params = steps.num_params(state)
-  if start < num_steps:
-    logging.info("%s: %d parameters, %d devices, steps %d..%d", ",".join(validation.layer_mixer_names(config.model)),
-                 n_params, mesh.size, start + 1, num_steps)
-  writer = metrics_lib.MetricsWriter(workdir, start_step=start, total_steps=num_steps, enabled=is_primary)
-  if saved is not None and int(saved.train.num_steps) != num_steps:
-    writer.note(start, {"num_steps_changed": {"from": int(saved.train.num_steps), "to": num_steps}})
-  if init is not None and start == 0:
-    writer.note(0, {"init_from": {"workdir": os.path.abspath(init[0]), "step": int(init[1])}})
-  schedule = optim.make_schedule(config.train)
-  tokens_per_step = int(config.data.batch_size) * int(config.data.seq_len)
-  final: dict[str, Any] = {"step": start, "num_params": n_params}
+  writer = _open_metrics(run, given, start, n_params, saved, init)
   wall_base = float(_last_logged(workdir).get("wall_time", 0.0)) if start else 0.0  # (read after the truncation)
   t0 = time.perf_counter()
-  pending: list[tuple[int, jax.Array, jax.Array]] = []  # (step, loss, grad norm) not yet checked on the host
-  interval: list[float] = []  # checked losses since the last train line
-  last_log_step, last_log_time, paused = start, t0, 0.0  # paused: eval/checkpoint seconds in the interval
-  last_good = ckpt.latest_step()
+  progress = _Progress(state=state, final={"step": start, "num_params": n_params}, last_good=run.ckpt.latest_step(),
+                       wall_base=wall_base, t0=t0, last_log_step=start, last_log_time=t0)
   profiler = profiling.Profiler(config.train.get("profile_steps", ""), workdir)
   aborted = False
   try:
-    if start and (start % config.train.eval_every == 0 or start == num_steps) and not _evaluated(workdir, start):
-      logging.info("step %d was checkpointed but not evaluated (interrupted): evaluating it now", start)
-      line = _eval_line(state, static, config, info, start, interim=start != num_steps)
-      writer.write(start, line)
-      final.update(line)
-    for step in range(start + 1, num_steps + 1):
-      state = _maybe_redraw(state, static, shardings, config, step)
-      local = next(train_it)
-      validation.check_loss_positions(local, config)
-      batch = sharding.global_batch(local, mesh)
-      profiler.before(step)
-      if step == start + 1:
-        logging.info("compiling the training step (step %d waits for it)…", step)
-      with jax.set_mesh(mesh):   # the mixers' op calls find the seq axis here (mixers/seq_shard.py)
-        state, out = static.train_step(state, batch)
-      profiler.after(step, out)
-      pending.append((step, out["loss"], out["grad_norm"]))
-      writer.advance(step)
-      ckpt.check()  # a failed background save (e.g. a full disk) stops the run now, naming its step
-      is_last = step == num_steps
-      stop = None if is_last else signals.requested()  # (the last step: the run ends normally anyway)
-      log = step % config.train.log_every == 0 or is_last
-      do_eval = (step % config.train.eval_every == 0 or is_last) and not stop
-      save = step % config.train.checkpoint_every == 0 or is_last or bool(stop)
-      if not (log or do_eval or save):
-        continue
-      interval += _check_finite(pending, last_good, ckpt.directory)
-      pending = []
-      final["step"] = step
-      if log:
-        now = time.perf_counter()
-        seconds = max(now - last_log_time - paused, 1e-9)
-        line = {"train_loss": float(np.mean(interval)), "learning_rate": float(schedule(step - 1)),
-                "grad_norm": float(out["grad_norm"]),
-                "tokens_per_sec": tokens_per_step * (step - last_log_step) / seconds,
-                "wall_time": wall_base + now - t0}
-        writer.write(step, line)
-        final.update(line)
-        interval, last_log_step, last_log_time, paused = [], step, now, 0.0
-      tic = time.perf_counter()
-      if save:  # before the evaluation, so a failing evaluation cannot lose the steps since the last save
-        signals.saving = bool(stop)
-        # A second signal raises SaveAborted from its handler wherever Python is; inside a gc callback (jax
-        # registers one) it would be printed as "Exception ignored" and lost, so no collection runs meanwhile.
-        collecting = gc.isenabled() and bool(stop)
-        if collecting:
-          gc.disable()
-        try:
-          ckpt.save(step, state, train_it.get_state())
-          if stop:
-            ckpt.wait()  # committed (with its manifest) before we say so
-        finally:
-          signals.saving = False
-          if collecting:
-            gc.enable()
-        last_good = step
-      if stop:
-        writer.write(step, {"stopped": stop})
-        raise Preempted(f"stopped by {stop} after step {step}: its checkpoint is saved in "
-                        f"{os.path.join(ckpt.directory, str(step))}; rerun the same command to resume")
-      if do_eval:
-        line = _eval_line(state, static, config, info, step, interim=not is_last)
-        writer.write(step, line)
-        final.update(line)
-      paused += time.perf_counter() - tic  # evaluation and saving are not training throughput
+    _evaluate_interrupted(run, writer, progress, start)
+    _train_loop(run, writer, profiler, progress, start)
+    if start < run.num_steps:
+      _final_evaluation(run, writer, progress)
   except SaveAborted:
     aborted = True
     raise
@@ -392,11 +316,202 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, given: ml_collections
     profiler.close()
     writer.close()
     if not aborted:  # (ckpt.close() would wait for the abandoned save)
-      ckpt.close()
-  if start >= num_steps:
-    logging.info("%s is already trained to step %d (train.num_steps=%d)", workdir, start, num_steps)
-    final.update(_last_logged(workdir))
-  return final
+      run.ckpt.close()
+  if start >= run.num_steps:
+    logging.info("%s is already trained to step %d (train.num_steps=%d)", workdir, start, run.num_steps)
+    progress.final.update(_last_logged(workdir))
+  return progress.final
+
+
+def _open_run(config: ml_collections.ConfigDict, workdir: str, info: data.DatasetInfo, mesh: jax.sharding.Mesh,
+              setup, *, restart: bool, signals: _Signals) -> tuple[_Run, Optional[Exception]]:
+  """Setup: the training iterator; restart=True empties the workdir (process 0); its progress is read before the
+  Checkpointer creates checkpoints/. Returns the _Run and the error to raise if nothing can be restored (a
+  workdir with progress but no checkpoint), else None."""
+  is_primary = jax.process_index() == 0
+  static, _, shardings = setup
+  train_it = data.make_iterator(config.data, "train", batch_size=int(config.data.batch_size),
+                                seq_len=int(config.data.seq_len), seed=int(config.data.shuffle_seed),
+                                shard_index=jax.process_index(), shard_count=jax.process_count(), repeat=True)
+  if restart and is_primary:
+    workdir_lib.restart(workdir)
+  found = workdir_lib.progress(workdir)  # (before the Checkpointer creates checkpoints/)
+  refusal = workdir_lib.no_checkpoint_error(workdir, found) if found else None
+  ckpt = checkpoint.Checkpointer(workdir, keep=int(config.train.keep_checkpoints))
+  run = _Run(config=config, workdir=workdir, info=info, mesh=mesh, static=static, shardings=shardings,
+             train_it=train_it, ckpt=ckpt, signals=signals, is_primary=is_primary,
+             num_steps=int(config.train.num_steps), schedule=optim.make_schedule(config.train),
+             tokens_per_step=int(config.data.batch_size) * int(config.data.seq_len))
+  return run, refusal
+
+
+def _restore_or_init(run: _Run, given: ml_collections.ConfigDict, abstract, init,
+                     refusal: Optional[Exception]) -> tuple[int, steps.State, Optional[ml_collections.ConfigDict]]:
+  """(start step, train state, the saved config or None): the workdir's latest checkpoint (_resume) when it has
+  one; else (refusal raised if set) step 0 from init's params (train.init_from) with a fresh optimizer state,
+  or a fresh init. The corpus fingerprint is checked or recorded either way."""
+  corpus = data.corpus_fingerprint(run.config.data)
+  if run.ckpt.latest_step() is not None:
+    return _resume(run, given, abstract, corpus)
+  if refusal is not None:
+    run.ckpt.close()
+    raise refusal
+  if run.is_primary and corpus:
+    workdir_lib.check_corpus(run.workdir, *corpus, resuming=False)
+  if init is not None:
+    logging.info("initialized the model from %s (its step %d); fresh optimizer state, step 0", init[0], init[1])
+    return 0, _init_state(run.static, run.shardings, *init[2:]), None
+  return 0, steps.init_state(run.config, run.info.vocab_size, run.static, run.shardings), None
+
+
+def _resume(run: _Run, given: ml_collections.ConfigDict, abstract,
+            corpus) -> tuple[int, steps.State, ml_collections.ConfigDict]:
+  """The latest intact checkpoint's (step, state, saved config), the iterator set to its data position; a
+  changed incompatible config field or a corpus that changed is refused, a damaged checkpoint quarantined."""
+  saved = _check_workdir_config(given, run.workdir)
+  try:
+    start, state, data_state = run.ckpt.restore(checkpoint.abstract_like(abstract, run.shardings), quarantine=True)
+  except checkpoint.CheckpointError as e:
+    run.ckpt.close()
+    raise checkpoint.CheckpointError(f"{e}\nnot resuming; to start over on purpose pass --restart (removes "
+                                     "its checkpoints and metrics) or use a new --workdir") from e
+  if run.is_primary and corpus:
+    workdir_lib.check_corpus(run.workdir, *corpus, resuming=True)
+  if data_state:  # (a converted model's step-0 checkpoint has none: its data starts at the beginning)
+    run.train_it.set_state(data_state)
+  logging.info("resumed from %s at step %d", run.ckpt.directory, start)
+  if run.config.train.get("init_from", ""):
+    logging.info("train.init_from=%s is not read: this workdir's own checkpoint takes precedence",
+                 run.config.train.init_from)
+  return start, state, saved
+
+
+def _open_metrics(run: _Run, given: ml_collections.ConfigDict, start: int, n_params: int,
+                  saved: Optional[ml_collections.ConfigDict], init) -> metrics_lib.MetricsWriter:
+  """Writes config.json (as given) and the tokenizer (process 0); the metrics writer from `start` on (truncating
+  what a crashed run logged after it), with its notes: a changed train.num_steps, the init_from source."""
+  config, num_steps = run.config, run.num_steps
+  if run.is_primary:
+    config_lib.save_config(given, run.workdir)
+    data.save_tokenizer(run.info, run.workdir)
+  if start < num_steps:
+    logging.info("%s: %d parameters, %d devices, steps %d..%d", ",".join(validation.layer_mixer_names(config.model)),
+                 n_params, run.mesh.size, start + 1, num_steps)
+  writer = metrics_lib.MetricsWriter(run.workdir, start_step=start, total_steps=num_steps, enabled=run.is_primary)
+  if saved is not None and int(saved.train.num_steps) != num_steps:
+    writer.note(start, {"num_steps_changed": {"from": int(saved.train.num_steps), "to": num_steps}})
+  if init is not None and start == 0:
+    writer.note(0, {"init_from": {"workdir": os.path.abspath(init[0]), "step": int(init[1])}})
+  return writer
+
+
+def _evaluate_interrupted(run: _Run, writer: metrics_lib.MetricsWriter, progress: _Progress, start: int) -> None:
+  """A resumed step that was due an evaluation but has none in metrics.jsonl (the run stopped between its
+  checkpoint and its evaluation) is evaluated now."""
+  every = run.config.train.eval_every
+  if start and (start % every == 0 or start == run.num_steps) and not _evaluated(run.workdir, start):
+    logging.info("step %d was checkpointed but not evaluated (interrupted): evaluating it now", start)
+    _write_eval(run, writer, progress, start, interim=start != run.num_steps)
+
+
+def _train_loop(run: _Run, writer: metrics_lib.MetricsWriter, profiler: profiling.Profiler, progress: _Progress,
+                start: int) -> None:
+  """Steps start + 1 .. num_steps: a train line every train.log_every steps and at the last, a checkpoint every
+  train.checkpoint_every and at the last, an interim evaluation every train.eval_every (after the checkpoint, so
+  a failing evaluation loses no steps; the last step's is _final_evaluation's). Losses are checked finite at
+  each of those. A signal: the step's checkpoint is saved and committed, then Preempted."""
+  config = run.config
+  for step in range(start + 1, run.num_steps + 1):
+    out = _train_step(run, profiler, progress, step, first=step == start + 1)
+    writer.advance(step)
+    run.ckpt.check()  # a failed background save (e.g. a full disk) stops the run now, naming its step
+    is_last = step == run.num_steps
+    stop = None if is_last else run.signals.requested()  # (the last step: the run ends normally anyway)
+    log = step % config.train.log_every == 0 or is_last
+    interim_eval = step % config.train.eval_every == 0 and not is_last and not stop
+    save = step % config.train.checkpoint_every == 0 or is_last or bool(stop)
+    if not (log or interim_eval or save):
+      continue
+    progress.interval += _check_finite(progress.pending, progress.last_good, run.ckpt.directory)
+    progress.pending = []
+    progress.final["step"] = step
+    if log:
+      _write_train_line(run, writer, progress, step, out)
+    tic = time.perf_counter()
+    if save:  # before the evaluation, so a failing evaluation cannot lose the steps since the last save
+      _save(run, step, progress.state, stop)
+      progress.last_good = step
+    if stop:
+      writer.write(step, {"stopped": stop})
+      raise Preempted(f"stopped by {stop} after step {step}: its checkpoint is saved in "
+                      f"{os.path.join(run.ckpt.directory, str(step))}; rerun the same command to resume")
+    if interim_eval:
+      _write_eval(run, writer, progress, step, interim=True)
+    progress.paused += time.perf_counter() - tic  # evaluation and saving are not training throughput
+
+
+def _train_step(run: _Run, profiler: profiling.Profiler, progress: _Progress, step: int, *,
+                first: bool) -> dict[str, jax.Array]:
+  """One training step on the next batch (random projections redrawn first when due); its loss and gradient
+  norm join progress.pending. first: this run's first step (it waits for the compile). Returns its outputs."""
+  progress.state = _maybe_redraw(progress.state, run.static, run.shardings, run.config, step)
+  local = next(run.train_it)
+  validation.check_loss_positions(local, run.config)
+  batch = sharding.global_batch(local, run.mesh)
+  profiler.before(step)
+  if first:
+    logging.info("compiling the training step (step %d waits for it)…", step)
+  with jax.set_mesh(run.mesh):   # the mixers' op calls find the seq axis here (mixers/seq_shard.py)
+    progress.state, out = run.static.train_step(progress.state, batch)
+  profiler.after(step, out)
+  progress.pending.append((step, out["loss"], out["grad_norm"]))
+  return out
+
+
+def _write_train_line(run: _Run, writer: metrics_lib.MetricsWriter, progress: _Progress, step: int,
+                      out: dict[str, jax.Array]) -> None:
+  """The train line: mean checked loss since the last one, learning rate, gradient norm, tokens per second of
+  training (evaluation and saving excluded), wall time (continuing a resumed run's)."""
+  now = time.perf_counter()
+  seconds = max(now - progress.last_log_time - progress.paused, 1e-9)
+  line = {"train_loss": float(np.mean(progress.interval)), "learning_rate": float(run.schedule(step - 1)),
+          "grad_norm": float(out["grad_norm"]),
+          "tokens_per_sec": run.tokens_per_step * (step - progress.last_log_step) / seconds,
+          "wall_time": progress.wall_base + now - progress.t0}
+  writer.write(step, line)
+  progress.final.update(line)
+  progress.interval, progress.last_log_step, progress.last_log_time, progress.paused = [], step, now, 0.0
+
+
+def _save(run: _Run, step: int, state: steps.State, stop: Optional[str]) -> None:
+  """Saves step's checkpoint with the iterator's position (in the background); after a signal (`stop`) waits
+  for its commit, and a second signal meanwhile raises SaveAborted."""
+  run.signals.saving = bool(stop)
+  # A second signal raises SaveAborted from its handler wherever Python is; inside a gc callback (jax
+  # registers one) it would be printed as "Exception ignored" and lost, so no collection runs meanwhile.
+  collecting = gc.isenabled() and bool(stop)
+  if collecting:
+    gc.disable()
+  try:
+    run.ckpt.save(step, state, run.train_it.get_state())
+    if stop:
+      run.ckpt.wait()  # committed (with its manifest) before we say so
+  finally:
+    run.signals.saving = False
+    if collecting:
+      gc.enable()
+
+
+def _final_evaluation(run: _Run, writer: metrics_lib.MetricsWriter, progress: _Progress) -> None:
+  """The last step's evaluation (eval.max_batches, not the interim cap), after its checkpoint."""
+  _write_eval(run, writer, progress, run.num_steps, interim=False)
+
+
+def _write_eval(run: _Run, writer: metrics_lib.MetricsWriter, progress: _Progress, step: int, *,
+                interim: bool) -> None:
+  line = _eval_line(progress.state, run.static, run.config, run.info, step, interim=interim)
+  writer.write(step, line)
+  progress.final.update(line)
 
 
 def _eval_line(state, static, config, info, step: int, *, interim: bool = False) -> dict[str, float]:

@@ -13,7 +13,7 @@ import pytest
 
 import linear_seq
 from linear_seq import config_lib
-from linear_seq import evaluate
+from linear_seq import restored
 from linear_seq import profiling
 from linear_seq import train
 
@@ -96,7 +96,7 @@ def test_load_needs_only_the_workdir_and_uses_every_method(trained, caplog, caps
   capsys.readouterr()
   result = run.evaluate()
   assert capsys.readouterr().err.startswith(f"evaluating the validation split: {result['eval_batches']} batches")
-  reference = evaluate.evaluate(workdir)
+  reference = restored.evaluate(workdir)
   assert result["step"] == 3 and result["eval_loss"] == pytest.approx(reference["eval_loss"], rel=1e-6)
   assert result["bits_per_byte"] == pytest.approx(reference["bits_per_byte"], rel=1e-6)
   longer = run.evaluate(seq_len=64)

@@ -88,11 +88,11 @@ def test_workdir_has_a_verified_checkpoint(converted, tmp_path):
 
 
 def test_evaluate_and_further_training(converted, tmp_path):
-  from linear_seq import evaluate as evaluate_lib  # pylint: disable=g-import-not-at-top
+  from linear_seq import restored  # pylint: disable=g-import-not-at-top
   from linear_seq import train  # pylint: disable=g-import-not-at-top
   workdir = str(tmp_path / "w")
   shutil.copytree(converted("mamba2_tied").workdir, workdir)
-  result = evaluate_lib.evaluate(workdir)
+  result = restored.evaluate(workdir)
   assert result["step"] == 0 and np.isfinite(result["eval_loss"])
   config = config_lib.load_config(f"{ROOT}/configs/workdir.py:{workdir}")
   out = train.train_and_evaluate(config, workdir)   # resumes from the converted step 0

@@ -1,5 +1,6 @@
 """Debug checks (checks.checked, --config.train.debug_checks): the ops' value checks run inside jit too."""
 import os
+import threading
 
 import jax
 from jax.experimental import checkify
@@ -64,3 +65,49 @@ def test_trainer_option_checks_inside_the_eval_step():
            "weights": jnp.ones((2, 8), jnp.float32)}
   with pytest.raises(checkify.JaxRuntimeError, match="debug check under jit"):
     static.eval_step(params, state["rest"], batch)
+
+
+def test_debug_checks_nest_and_restore_the_setting():
+  assert not checks.debug_checks_active()
+  with checks.debug_checks():
+    assert checks.debug_checks_active()
+    with checks.debug_checks(enabled=False):
+      assert not checks.debug_checks_active()
+      with checks.debug_checks():
+        assert checks.debug_checks_active()
+      assert not checks.debug_checks_active()
+    assert checks.debug_checks_active()
+    with pytest.raises(RuntimeError, match="boom"):  # an exception inside restores the outer setting
+      with checks.debug_checks(enabled=False):
+        raise RuntimeError("boom")
+    assert checks.debug_checks_active()
+  assert not checks.debug_checks_active()
+
+
+def test_debug_checks_are_per_thread():
+  """A plain jit traced in another thread while a `checked` trace is open stages nothing (with a module-level
+  counter it would call checkify.check outside checkify and fail)."""
+  inside, traced = threading.Event(), threading.Event()
+  seen = {}
+
+  def checked_thread():
+    with checks.debug_checks():
+      inside.set()
+      seen["checked"] = checks.debug_checks_active()
+      traced.wait(timeout=60)
+
+  def f(g):
+    checks.if_concrete(g, lambda a: np.all(a > 0), "g must be > 0")
+    return g * 2
+
+  thread = threading.Thread(target=checked_thread)
+  thread.start()
+  try:
+    assert inside.wait(timeout=60)
+    seen["plain"] = checks.debug_checks_active()
+    out = float(jax.jit(f)(jnp.float32(-1.0)))  # traced here, in this thread: the check is skipped
+  finally:
+    traced.set()
+    thread.join()
+  assert seen == {"checked": True, "plain": False}
+  assert out == -2.0

@@ -8,6 +8,7 @@ import ml_collections
 import pytest
 
 from linear_seq import evaluate
+from linear_seq import restored
 
 
 def run_main(monkeypatch, workdir, *args, split="validation", step=None, output="", overwrite=False,
@@ -27,8 +28,8 @@ def run_main(monkeypatch, workdir, *args, split="validation", step=None, output=
         {"position_loss": [1.0, 2.0]} if position_loss else {})
 
   monkeypatch.setattr(evaluate.sharding, "maybe_initialize_distributed", lambda: None)
-  monkeypatch.setattr(evaluate, "restore", restore)
-  monkeypatch.setattr(evaluate, "evaluate_restored", evaluate_restored)
+  monkeypatch.setattr(restored, "restore", restore)
+  monkeypatch.setattr(restored, "evaluate_restored", evaluate_restored)
   monkeypatch.setattr(evaluate, "FLAGS", types.SimpleNamespace(
       workdir=str(workdir), step=step, split=split, output=output, overwrite=overwrite,
       position_loss=position_loss, generate=0))

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from linear_seq import checkpoint
-from linear_seq import evaluate
 from linear_seq import integrity
 from linear_seq import metrics
+from linear_seq import restored
 from linear_seq import train
 from linear_seq import validation
 from linear_seq import workdir as workdir_lib
@@ -42,7 +42,7 @@ def strip(records):
 
 
 def params_at(workdir, step):
-  return jax.tree.leaves(jax.device_get(evaluate.restore(workdir, step=step).state))
+  return jax.tree.leaves(jax.device_get(restored.restore(workdir, step=step).state))
 
 
 def assert_same_run(workdir, reference, step):
@@ -112,7 +112,7 @@ def test_flipped_bit_in_latest_checkpoint_is_detected_and_the_previous_one_used(
   data[len(data) // 3] ^= 0x01
   open(victim, "wb").write(bytes(data))
   with pytest.raises(checkpoint.CheckpointError, match="step 4 is damaged: .* does not match its sha256"):
-    evaluate.evaluate(workdir)  # evaluate refuses it (unless given --step)
+    restored.evaluate(workdir)  # evaluate refuses it (unless given --step)
   with caplog.at_level("WARNING"):
     final = train.train_and_evaluate(mqar(), workdir)
   assert "step 4 is damaged" in caplog.text and "restored the older checkpoint of step 2" in caplog.text
@@ -147,7 +147,7 @@ def test_progress_without_checkpoints_is_refused_until_restart(straight, tmp_pat
       train.train_and_evaluate(mqar(), workdir)
     assert open(os.path.join(workdir, metrics.METRICS_FILE)).read() == before, how  # history kept
     with pytest.raises(checkpoint.CheckpointError, match="no readable checkpoint in .*shows progress"):
-      evaluate.evaluate(workdir)
+      restored.evaluate(workdir)
   final = train.train_and_evaluate(mqar(), workdir, restart=True)
   assert final["step"] == 4
   assert_same_run(workdir, straight, 4)
@@ -295,7 +295,7 @@ def test_partial_last_metrics_line_is_skipped(straight, tmp_path, caplog):
   with open(os.path.join(workdir, metrics.METRICS_FILE), "a") as f:
     f.write('{"step": 5, "train_lo')
   with caplog.at_level("WARNING"):
-    assert evaluate.evaluate(workdir)["step"] == 4
+    assert restored.evaluate(workdir)["step"] == 4
   assert "skipped 1 unparsable line(s) (line 7" in caplog.text
 
 
@@ -304,10 +304,10 @@ def test_checkpoints_without_config_json_and_model_overrides_at_evaluation_are_r
   an evaluation override that changes the trained model is refused, eval.* is legal."""
   with pytest.raises(validation.ConfigError, match=r"--config.model.gate_temperature=2.0 differs from the trained "
                      r"model's 16.0 \(config.json\): that would evaluate another model"):
-    evaluate.restore(straight, config_overrides={"model.gate_temperature": "2.0"})
+    restored.restore(straight, config_overrides={"model.gate_temperature": "2.0"})
   with pytest.raises(validation.ConfigError, match=r"model.mixer='linear' differs .* \(also model.num_layers\)"):
-    evaluate.restore(straight, config_overrides={"model.num_layers": "3", "model.mixer": "linear"})
-  assert evaluate.restore(straight, config_overrides={"eval.seq_len": "32", "model.chunk_size": "4"}).step == 4
+    restored.restore(straight, config_overrides={"model.num_layers": "3", "model.mixer": "linear"})
+  assert restored.restore(straight, config_overrides={"eval.seq_len": "32", "model.chunk_size": "4"}).step == 4
   workdir = copy(straight, tmp_path)
   os.remove(os.path.join(workdir, "config.json"))
   before = open(os.path.join(workdir, metrics.METRICS_FILE)).read()
@@ -315,7 +315,7 @@ def test_checkpoints_without_config_json_and_model_overrides_at_evaluation_are_r
                      "over with --restart"):
     train.train_and_evaluate(mqar(**{"model.gate_temperature": 4.0}), workdir)
   with pytest.raises(validation.ConfigError, match=r"holds checkpoints but no config.json .*: restore it"):
-    evaluate.restore(workdir)
+    restored.restore(workdir)
   assert open(os.path.join(workdir, metrics.METRICS_FILE)).read() == before
   assert not os.path.exists(os.path.join(workdir, "config.json"))
 

@@ -18,7 +18,7 @@ from linear_seq import checkpoint
 from linear_seq import config_lib
 from linear_seq import convert
 from linear_seq import data
-from linear_seq import evaluate as evaluate_lib
+from linear_seq import restored
 from linear_seq import metrics
 from linear_seq import train
 from linear_seq import validation
@@ -105,7 +105,7 @@ def test_text_evaluation_with_the_workdirs_tokenizer(source):
   """evaluate and load().evaluate tokenize the corpus with the workdir's tokenizer.json: the loss is the model's
   on BOS + the validation document's ids, bits per byte its total over the document's UTF-8 bytes."""
   run = linear_seq.load(source)
-  result = evaluate_lib.evaluate(source)
+  result = restored.evaluate(source)
   ids = np.asarray([run.tokenizer.bos_id, *run.tokenizer.encode(VALID)])
   logits = np.asarray(run.logits(ids), np.float64)[:-1]
   logz = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
@@ -127,7 +127,7 @@ def test_finetuning_starts_from_the_source_and_lowers_the_loss(source, finetuned
   assert records[0] == {"step": 0, "init_from": {"workdir": os.path.abspath(source), "step": 0}}
   lines = _train_lines(workdir)
   assert [s for s, _ in lines] == [1, 2, 3, 4] and lines[-1][1] < lines[0][1]
-  assert final["eval_loss"] < evaluate_lib.evaluate(source)["eval_loss"]
+  assert final["eval_loss"] < restored.evaluate(source)["eval_loss"]
   # Step 1's loss is the source model's on the first batch of this config's data order: its parameters.
   config = train.resolve_tokenizer_dir(_config(source), workdir)
   batch = next(data.make_iterator(config.data, "train", batch_size=4, seq_len=32, seed=0))

@@ -1,7 +1,8 @@
 """The package and test-suite layout.
 
 Package: the training library never imports linear_seq.studies; plots and report do not import each other (the
-sweep composes collect -> plots -> report); the import graph of the package's modules is acyclic; and the
+sweep composes collect -> plots -> report); the import graph of the package's modules is acyclic; no module
+imports a command line (main.py, evaluate.py: api.py uses their libraries train.py, restored.py); and the
 import rule of docs/DESIGN.md: imports sit at the top of the module. A function imports only what LAZY_IMPORTS
 lists for its module (a lazy import of a linear_seq module would hide a cycle; the listed ones are optional or
 slow third-party modules, and linear_seq/__init__.py's module `__getattr__` that keeps `import linear_seq` cheap).
@@ -140,3 +141,13 @@ def test_studies_tests_mirror_the_studies_package():
       module = os.path.join("linear_seq", "studies", name[len("test_"):])
       assert module in MODULES, f"{path} tests no module of linear_seq/studies/ (tests of experiments/ go in " \
                                 "tests/experiments/)"
+
+
+# The command lines, each over its library (main.py -> train.py, evaluate.py -> restored.py): no module imports
+# a command line (api.py and the studies call the libraries).
+COMMAND_LINES = ("linear_seq.main", "linear_seq.evaluate")
+
+
+@pytest.mark.parametrize("path", sorted(MODULES))
+def test_no_module_imports_a_command_line(path):
+  assert not set(_imports(MODULES[path])) & set(COMMAND_LINES), path

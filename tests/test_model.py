@@ -14,6 +14,7 @@ from linear_seq import mixers
 from linear_seq import evaluate
 from linear_seq import model as model_lib
 from linear_seq import optim
+from linear_seq import restored
 from linear_seq.mixers import RandomProjection
 from linear_seq.mixers import random_projection
 
@@ -226,7 +227,7 @@ def test_sampling_draws_only_from_the_kept_set_and_greedy_at_temperature_zero():
 
 
 def test_evaluate_refuses_bad_sampling_values_before_restoring(monkeypatch):
-  monkeypatch.setattr(evaluate, "restore", lambda *args: pytest.fail("restored"))
+  monkeypatch.setattr(restored, "restore", lambda *args: pytest.fail("restored"))
   monkeypatch.setattr(evaluate, "FLAGS", types.SimpleNamespace(workdir="w", step=None, generate=5, temperature=1.0,
                                                                top_k=0, top_p=0.0))
   with pytest.raises(SystemExit, match=r"error: top_p must be in \(0, 1\]"):

@@ -25,7 +25,7 @@ FOUR_DEVICES = textwrap.dedent("""
     jax.config.update("jax_default_matmul_precision", "highest")
     jax.config.update("jax_compilation_cache_dir", os.environ["JAX_CACHE_DIR"])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-    from linear_seq import config_lib, evaluate, metrics, sharding, steps, train, validation
+    from linear_seq import config_lib, metrics, restored, sharding, steps, train, validation
     assert jax.device_count() == 4, jax.devices()
     one_device_workdir, out_dir = sys.argv[1], sys.argv[2]
     config = config_lib.load_config(one_device_workdir)
@@ -39,7 +39,7 @@ FOUR_DEVICES = textwrap.dedent("""
     result["fsdp_sharded"] = sum(not s.is_fully_replicated for s in jax.tree.leaves(fsdp_state))
     train.train_and_evaluate(fsdp, os.path.join(out_dir, "fsdp"))
     result["fsdp"] = losses(os.path.join(out_dir, "fsdp"))
-    result["restored_eval_loss"] = evaluate.evaluate(one_device_workdir)["eval_loss"]
+    result["restored_eval_loss"] = restored.evaluate(one_device_workdir)["eval_loss"]
     try:
       train.train_and_evaluate(config_lib.apply_overrides(config, {"data.batch_size": 6}), os.path.join(out_dir, "x"))
     except ValueError as e:

@@ -16,6 +16,7 @@ from linear_seq import eval_lib
 from linear_seq import evaluate
 from linear_seq import metrics
 from linear_seq import optim
+from linear_seq import restored as restored_lib
 from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import train
@@ -180,8 +181,8 @@ def test_no_evaluation_tokens(monkeypatch):
 def test_evaluate_main_initializes_distributed_and_writes_only_on_process_0(tmp_path, monkeypatch, capsys, process):
   calls = []
   monkeypatch.setattr(evaluate.sharding, "maybe_initialize_distributed", lambda: calls.append("initialize"))
-  monkeypatch.setattr(evaluate, "restore", lambda *args: calls.append("restore"))
-  monkeypatch.setattr(evaluate, "evaluate_restored",
+  monkeypatch.setattr(restored_lib, "restore", lambda *args: calls.append("restore"))
+  monkeypatch.setattr(restored_lib, "evaluate_restored",
                       lambda *args, **kwargs: {"step": 2, "eval_loss": 1.5, "position_loss": [1.0, 2.0]})
   monkeypatch.setattr(evaluate.jax, "process_index", lambda: process)
   monkeypatch.setattr(evaluate, "FLAGS", types.SimpleNamespace(
@@ -196,7 +197,7 @@ def test_evaluate_main_initializes_distributed_and_writes_only_on_process_0(tmp_
 def test_evaluate_config_overrides_reach_restore(monkeypatch):
   """main gets the --config.x=v arguments from the flag parser and passes them to restore (no module state)."""
   calls = []
-  monkeypatch.setattr(evaluate, "restore", lambda *args: calls.append(args) or sys.exit("stop"))
+  monkeypatch.setattr(restored_lib, "restore", lambda *args: calls.append(args) or sys.exit("stop"))
   monkeypatch.setattr(evaluate, "FLAGS", types.SimpleNamespace(workdir="w", step=3))
   with pytest.raises(SystemExit, match="stop"):
     evaluate.main(["evaluate", "--config.eval.seq_len=64", "--config.model.decay=0.5,0.9"])
@@ -251,36 +252,36 @@ def test_text_round_trip_train_checkpoint_evaluate(tmp_path):
   config = tiny("default", **{"data.dataset": "local_text", "data.path": str(corpus),
                               "data.data_dir": str(tmp_path / "tfds"), "train.num_steps": 2})
   final = train.train_and_evaluate(config, workdir)
-  result = evaluate.evaluate(workdir)
+  result = restored_lib.evaluate(workdir)
   assert result["step"] == 2 and result["split"] == "validation"
   assert result["eval_loss"] == pytest.approx(final["eval_loss"], rel=1e-6)
   assert result["bits_per_byte"] == pytest.approx(result["eval_loss"] / np.log(2), rel=1e-6)  # bytes only
   assert result["perplexity"] == pytest.approx(np.exp(result["eval_loss"]), rel=1e-6)
   assert result["num_params"] == final["num_params"] > 0 and result["state_size"] > 0
   assert "accuracy" not in result and result["eval_batches"] == 2  # the cap eval.max_batches of tiny=True
-  longer = evaluate.evaluate(workdir, config_overrides={"eval.seq_len": "64"}, position_loss=True)
+  longer = restored_lib.evaluate(workdir, config_overrides={"eval.seq_len": "64"}, position_loss=True)
   assert longer["eval_seq_len"] == 64 and len(longer["position_loss"]) == 64
-  restored = evaluate.restore(workdir, step=2)
-  text = evaluate.sample(restored, 5, prompt="Now", temperature=0.0)
+  restored = restored_lib.restore(workdir, step=2)
+  text = restored_lib.sample(restored, 5, prompt="Now", temperature=0.0)
   assert text.startswith("Now") and len(text.encode("utf-8", "replace")) >= 4
   with pytest.raises(checkpoint.CheckpointError, match=r"no checkpoint for step 7 .*available steps: 2"):
-    evaluate.evaluate(workdir, step=7)
+    restored_lib.evaluate(workdir, step=7)
   with pytest.raises(validation.ConfigError, match="unknown config field 'eval.seqlen'"):
-    evaluate.evaluate(workdir, config_overrides={"eval.seqlen": "64"})
+    restored_lib.evaluate(workdir, config_overrides={"eval.seqlen": "64"})
 
 
 def test_evaluate_empty_workdir_and_corrupt_checkpoint(straight, tmp_path):
   with pytest.raises(checkpoint.CheckpointError, match="no checkpoints in .*nothing has been trained there"):
-    evaluate.evaluate(str(tmp_path))
+    restored_lib.evaluate(str(tmp_path))
   workdir = str(tmp_path / "corrupt")
   shutil.copytree(straight[0], workdir)
   shutil.rmtree(os.path.join(workdir, "checkpoints", "4", "state"))
   with pytest.raises(checkpoint.CheckpointError, match="step 4 is damaged: .*checkpoints/4/state/.* is missing"):
-    evaluate.evaluate(workdir, step=4)
+    restored_lib.evaluate(workdir, step=4)
   with pytest.raises(checkpoint.CheckpointError, match=r"step 4 is damaged: .*missing; not evaluated: pick another "
                      r"with --step \(available: 2\)"):
-    evaluate.evaluate(workdir)  # a damaged latest is refused, not silently replaced by an older step
-  assert evaluate.evaluate(workdir, step=2)["step"] == 2
+    restored_lib.evaluate(workdir)  # a damaged latest is refused, not silently replaced by an older step
+  assert restored_lib.evaluate(workdir, step=2)["step"] == 2
   assert json.load(open(os.path.join(workdir, "config.json")))["data"]["dataset"] == "mqar"
 
 
@@ -291,7 +292,7 @@ def test_random_features_are_checkpointed_and_redrawn_in_bfloat16(tmp_path):
                    "model.redraw_every": 2, "model.dtype": "bfloat16"})
   final = train.train_and_evaluate(config, str(tmp_path))
   assert np.isfinite(final["train_loss"]) and np.isfinite(final["eval_loss"])
-  at2, at4 = (evaluate.restore(str(tmp_path), step=s).state for s in (2, 4))
+  at2, at4 = (restored_lib.restore(str(tmp_path), step=s).state for s in (2, 4))
   projections = lambda state: [np.asarray(x) for x in jax.tree.leaves(state["rest"])]
   assert projections(at2) and all(p.dtype == np.float32 for p in jax.tree.leaves(at4["params"]))
   assert all(not np.array_equal(a, b) for a, b in zip(projections(at2), projections(at4)))

@@ -108,10 +108,10 @@ def strip(records):
 
 
 def params(workdir):
-  """The final checkpoint's arrays, read in a subprocess-free way through linear_seq.evaluate.restore."""
+  """The final checkpoint's arrays, read in a subprocess-free way through linear_seq.restored.restore."""
   import jax  # pylint: disable=g-import-not-at-top
-  from linear_seq import evaluate  # pylint: disable=g-import-not-at-top
-  return [jax.device_get(x) for x in jax.tree.leaves(evaluate.restore(workdir, step=20).state)]
+  from linear_seq import restored  # pylint: disable=g-import-not-at-top
+  return [jax.device_get(x) for x in jax.tree.leaves(restored.restore(workdir, step=20).state)]
 
 
 def same_run(workdir, reference):

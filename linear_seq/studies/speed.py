@@ -41,9 +41,9 @@ import matplotlib.ticker  # pylint: disable=g-import-not-at-top,wrong-import-pos
 from linear_seq import cli  # pylint: disable=wrong-import-position
 from linear_seq import config_lib  # pylint: disable=wrong-import-position
 from linear_seq import eval_lib  # pylint: disable=wrong-import-position
-from linear_seq import evaluate  # pylint: disable=wrong-import-position
 from linear_seq import mixers as mixers_lib  # pylint: disable=wrong-import-position
 from linear_seq import model as model_lib  # pylint: disable=wrong-import-position
+from linear_seq import restored as restored_lib  # pylint: disable=wrong-import-position
 from linear_seq import steps as steps_lib  # pylint: disable=wrong-import-position
 from linear_seq.mixers import attention_impl as attn_impl  # pylint: disable=wrong-import-position
 from linear_seq.studies import common  # pylint: disable=wrong-import-position
@@ -125,7 +125,7 @@ def time_decode(lm: model_lib.LM, batch_size: int, context: int, steps: int) -> 
 def decode_speed_of_workdir(workdir: str, *, context: int = 0, steps: int = 32) -> dict[str, Any]:
   """Decode ms/token of a trained workdir's model (restored like linear_seq.evaluate) after `context` tokens
   (0 = its eval sequence length); written to workdir/decode.json by `--decode_workdir`."""
-  r = evaluate.restore(workdir)
+  r = restored_lib.restore(workdir)
   context = context or eval_lib.eval_seq_len(r.config)
   out = {"step": int(r.step), "decode_context": context,
          **time_decode(steps_lib.merge(r.static, r.state), 1, context, steps)}
