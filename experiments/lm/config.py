@@ -6,7 +6,7 @@ each at its own learning rate, 3 seeds, evaluated at its training length and bey
   python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=main --workdir=runs/lm \
       --archive=experiments/lm/points --parallel=2
 Stages: pilot = seed 0 of every arm at each of PILOT_LRS (30 points), plus one rate further out for an arm whose
-best is at an edge (EDGE_LRS: 3e-4 below 1e-3, 3e-2 above 1e-2); main = the pilot, then seeds 1.. at each
+best is at an edge (RULE: 3e-4 below 1e-3, 3e-2 above 1e-2); main = the pilot, then seeds 1.. at each
 arm's chosen rate (lowest seed-0 validation bits/byte; seed 0's main point is its pilot point). Smoke test:
 :tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N (default 3),
 arms=softmax+gla (a subset of ARMS), lengths=512+2048 (the extra evaluation lengths; '' none).
@@ -32,6 +32,7 @@ import os
 
 from linear_seq import config_lib
 from linear_seq.studies import params
+from linear_seq.studies import protocol
 
 STUDY = "lm"
 _DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "default.py")
@@ -62,10 +63,10 @@ WIDTHS = tuple(range(96, 161, 8))  # candidate widths (multiples of 8: 4 heads o
 TINY_ARMS = ("softmax", "gla")
 SEEDS = 3
 # Each arm's learning rate, from seed 0 at its matched width (the pilot; lowest validation bits/byte, ties to
-# the smaller rate): PILOT_LRS, then one more step out when the best is at an edge (EDGE_LRS), so the chosen
-# rate is bracketed unless the extension wins too (reported, not extended further).
+# the smaller rate): PILOT_LRS, then one more step out when the best is at either edge (3e-4 below 1e-3, 3e-2
+# above 1e-2), so the chosen rate is bracketed unless the extension wins too (reported, not extended further).
 PILOT_LRS = (1e-3, 3e-3, 1e-2)
-EDGE_LRS = {1e-3: 3e-4, 1e-2: 3e-2}
+RULE = protocol.LrRule(PILOT_LRS, metric="bits_per_byte", direction="min", edge="both")
 LENGTHS = (512, 2048, 8192)  # evaluation lengths past the training length (128)
 EVAL_TOKENS = 8192  # tokens per evaluation batch at those lengths (batch = EVAL_TOKENS // T, at least 1)
 TINY_LENGTH = 64  # tiny=True: one extra evaluation at twice its training length
@@ -118,7 +119,10 @@ def _widths(arg: str, arms: list[str]) -> dict[str, int]:
 
 
 def _point(arm: str, width: int, lr: float, seed: int) -> dict:
-  return {**ARMS[arm], "model.d_model": width, "train.learning_rate": lr, "seed": seed}
+  return protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed)
+
+
+TUNING = protocol.Tuning(RULE, lambda arm, width, lr: _point(arm, width, lr, 0))
 
 
 def get_sweep(arg: str = ""):
@@ -131,28 +135,10 @@ def get_sweep(arg: str = ""):
   return [_point(a, widths[a], lr, 0) for a in arms for lr in PILOT_LRS]
 
 
-def _bits(row: dict) -> float:
-  value = row.get("bits_per_byte")
-  ok = row.get("status") in ("ok", "skipped") and isinstance(value, (int, float)) and value == value
-  return float(value) if ok else float("inf")   # a failed (e.g. diverged) point loses
-
-
 def best_lr(rows, arm: str, width: int) -> tuple[float | None, list[dict]]:
-  """(arm's learning rate, pilot points still to run before it is known): the lowest seed-0 bits/byte over
-  PILOT_LRS, extended once by EDGE_LRS when the best is at an edge."""
-  pilot = {r["_overrides"]["train.learning_rate"]: r for r in rows
-           if r["_overrides"] == _point(arm, width, r["_overrides"].get("train.learning_rate"), 0)}
-  missing = [_point(arm, width, lr, 0) for lr in PILOT_LRS if lr not in pilot]
-  if missing:
-    return None, missing
-  best = min(PILOT_LRS, key=lambda lr: (_bits(pilot[lr]), lr))
-  if best in EDGE_LRS:
-    edge = EDGE_LRS[best]
-    if edge not in pilot:
-      return None, [_point(arm, width, edge, 0)]
-    if _bits(pilot[edge]) < _bits(pilot[best]):
-      best = edge
-  return best, []
+  """(arm's learning rate, pilot points still to run before it is known): RULE over its seed-0 points."""
+  decision = TUNING.decide(rows, arm, width)
+  return decision.lr, [_point(arm, width, lr, 0) for lr in decision.todo]
 
 
 def get_followup_sweep(rows, arg: str = ""):

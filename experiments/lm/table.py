@@ -73,7 +73,7 @@ def _width(rows, arm):
 
 
 def pilot_table(rows) -> str:
-  lrs = sorted(set(study.PILOT_LRS) | set(study.EDGE_LRS.values()))
+  lrs = study.RULE.rates()
   lines = ["| arm | width | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen |", "|---|---|" + "---|" * (len(lrs) + 1)]
   ok = _ok(rows)
   for arm in study.DEFAULT_ARMS:

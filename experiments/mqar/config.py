@@ -44,6 +44,7 @@ widths=64+128 (a subset of the stage's widths, the same way), hard=True (seedche
 import os
 
 from linear_seq import config_lib
+from linear_seq.studies import protocol
 
 STUDY = "mqar"
 _MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "mqar.py")
@@ -67,7 +68,6 @@ ARMS = {
 }
 PILOT_WIDTH = 64
 PILOT_LRS = (1e-3, 3e-3)
-EXTRA_LR = 1e-2
 WIDTHS = (32, 64, 128)
 SEEDS = (0, 1, 2)
 HARD = {"data.seq_len": 128, "data.num_kv_pairs": 8, "model.max_len": 128, "train.loss_positions": 8}
@@ -75,7 +75,6 @@ HARD_WIDTHS = (64, 128)
 HARD_SEEDS = (0, 1)
 HARD_STEPS = 1500
 CHECK_WIDTH = 32
-CHECK_LRS = PILOT_LRS + (EXTRA_LR,)
 SEEDCHECK_STEPS = 3000
 TINY_ARMS = ("softmax", "gla")
 
@@ -122,7 +121,7 @@ def _subset(opts: dict, key: str, allowed: tuple, stage: str, keep_order: bool) 
 
 
 def _point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
-  return {**ARMS[arm], "model.d_model": width, "train.learning_rate": lr, "seed": seed, **more}
+  return protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed, more)
 
 
 def grid_extra(hard: bool) -> dict:
@@ -153,34 +152,24 @@ def still_rising(row: dict, window: int = 500, delta: float = 0.01) -> bool:
   return last < 0.99 and bool(before) and last - before[-1] > delta
 
 
-def _pilot_rows(rows, arm: str) -> dict[float, dict]:
-  """arm's finished seed-0 pilot rows (width 64, (64, 4)) by learning rate."""
-  out = {}
-  for r in rows:
-    o = r.get("_overrides", {})
-    if (r.get("status") == "ok" and arm_of(r) == arm and o.get("model.d_model") == PILOT_WIDTH
-        and o.get("seed") == 0 and not set(o) & set(HARD)):
-      out[o.get("train.learning_rate")] = r
-  return out
+# The pilot's rule: the better of PILOT_LRS by final accuracy (ties: the smaller rate; a failed point loses); if
+# that is the larger rate and it is still rising, seed 0 runs at 1e-2 too (EXTRA_LR), which wins if better.
+RULE = protocol.LrRule(PILOT_LRS, metric="accuracy", direction="max", edge="up", condition=still_rising,
+                       condition_text="still rising")
+EXTRA_LR = RULE.step(max(PILOT_LRS))
+CHECK_LRS = tuple(RULE.rates())
+TUNING = protocol.Tuning(RULE, lambda arm, cell, lr: _point(arm, PILOT_WIDTH, lr, 0))
+
+
+def pilot_rows(rows, arm: str) -> dict[float, dict]:
+  """arm's seed-0 pilot rows (width 64, (64, 4)) by learning rate."""
+  return TUNING.pilot_rows(rows, arm)
 
 
 def best_lr(rows, arm: str) -> tuple[float | None, list[dict]]:
-  """(the arm's learning rate, pilot points still to run before it is known).
-
-  The better of PILOT_LRS by final accuracy (ties: the smaller rate); if that is the larger rate and it is
-  still rising, EXTRA_LR is tried too and wins if it is better."""
-  pilot = _pilot_rows(rows, arm)
-  missing = [_point(arm, PILOT_WIDTH, lr, 0) for lr in PILOT_LRS if lr not in pilot]
-  if missing:
-    return None, missing
-  acc = {lr: float(pilot[lr].get("accuracy") or 0.0) for lr in pilot}
-  best = max(PILOT_LRS, key=lambda lr: (acc[lr], -lr))
-  if best == max(PILOT_LRS) and still_rising(pilot[best]):
-    if EXTRA_LR not in pilot:
-      return None, [_point(arm, PILOT_WIDTH, EXTRA_LR, 0)]
-    if acc[EXTRA_LR] > acc[best]:
-      best = EXTRA_LR
-  return best, []
+  """(the arm's learning rate, pilot points still to run before it is known): RULE over its pilot points."""
+  decision = TUNING.decide(rows, arm)
+  return decision.lr, [_point(arm, PILOT_WIDTH, lr, 0) for lr in decision.todo]
 
 
 def _main_row(rows, arm: str, width: int, lr: float, seed: int = 0, **more):

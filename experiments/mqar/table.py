@@ -67,11 +67,11 @@ def _cell(row, missing: str = "…") -> str:
 
 
 def pilot_table(rows) -> str:
-  lrs = sorted(set(study.PILOT_LRS) | {study.EXTRA_LR})
+  lrs = study.RULE.rates()
   lines = ["| arm | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen |",
            "|---|" + "---|" * (len(lrs) + 1)]
   for arm in study.ARMS:
-    pilot = study._pilot_rows(rows, arm)  # pylint: disable=protected-access
+    pilot = study.pilot_rows(rows, arm)
     cells = [_cell(pilot.get(lr), missing="") for lr in lrs]
     lr, _ = study.best_lr(rows, arm)
     lines.append(f"| {arm} | " + " | ".join(cells) + f" | {'…' if lr is None else f'{lr:g}'} |")
