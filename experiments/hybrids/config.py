@@ -16,14 +16,14 @@ the grid, seed 0 runs once more one step further out on the 1-3-10 ladder (proto
 1e-2), and wins if strictly better (not extended further: the pilot table shows when the extension won). The
 follow-up points are then seeds 1.. at each (arm, reference width)'s chosen rate. Tables and plots use the
 chosen rate's points (chosen()).
-  task=mqar: experiments/mqar/config.py's hard point (T=128, 8 kv pairs, its HARD_STEPS steps, configs/mqar.py's
-             setup 2026-12), LRS 1e-3 / 3e-3, reference width 32 (`widths=32+64` adds 64). Not 64 alone:
+  task=mqar: configs/mqar.py:point=hard, the MQAR study's hard point (T=128, 8 kv pairs, 1,500 steps, setup
+             zoology), LRS 1e-3 / 3e-3, reference width 32 (`widths=32+64` adds 64). Not 64 alone:
              there the pure 2-layer models already recall (the MQAR study's hard grid, 2 seeds: gla 0.998,
              deltanet 1.000, softmax 1.000), so there is no gap to close; at width 32 the MQAR main grid's
              (T=64, 4 pairs) gla and deltanet fall to 0.58 / 0.72 (3 seeds) while softmax stays at 0.999.
-  task=lm:   experiments/lm/config.py's Shakespeare LM (1200 steps, T=128), LRS 3e-3 / 1e-2 (the LM pilot's best
+  task=lm:   configs/shakespeare.py, the LM study's budget (1200 steps, T=128), LRS 3e-3 / 1e-2 (the LM pilot's best
              rates for softmax and for gla / deltanet), reference width 128.
-Options: task=mqar|lm, tiny=True, seeds=N (default 2), arms=gla-softmax+gla2 (a subset of ARMS' labels,
+Options: task=mqar|lm, tiny=True, seeds=N or seeds=0+2 (default 2), arms=gla-softmax+gla2 (a subset of ARMS' labels,
 '+'-separated; default: all but the softmax-first orders softmax-gla / softmax-deltanet, the layer-order check),
 lrs=1e-3+3e-3, edge=False (no step past the grid's edge; a one-rate grid never steps), widths=32+64 (reference
 widths; task=mqar's default 32, task=lm's 128), steps=N (train.num_steps for every point instead of the task's
@@ -38,8 +38,7 @@ from linear_seq.studies import protocol
 
 STUDY = "hybrids"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_MQAR = os.path.join(_HERE, "..", "mqar", "config.py")
-_LM = os.path.join(_HERE, "..", "lm", "config.py")
+_CONFIGS = os.path.join(_HERE, "..", "..", "configs")
 OPTIONS = ("task", "tiny", "seeds", "arms", "lrs", "edge", "widths", "steps")
 TASKS = ("mqar", "lm")
 # label (a mixer's count of layers after its name; no commas or spaces, so that `arms=` can name them) -> the
@@ -82,13 +81,9 @@ def _numbers(opts: dict, key: str, default, kind):
 
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
-  task = str(opts.get("task", "mqar"))
-  if task not in TASKS:
-    raise ValueError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
+  task = protocol.choice(opts, "task", TASKS, "mqar")
   names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), DEFAULT_ARMS, "arm")
-  seeds = int(opts.get("seeds", SEEDS))
-  if seeds < 1:
-    raise ValueError(f"seeds must be >= 1, got {opts['seeds']!r}")
+  seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
   steps = _numbers(opts, "steps", [0], int)[0] if "steps" in opts else None
   edge = opts.get("edge", True)
   if not isinstance(edge, bool):
@@ -98,15 +93,16 @@ def _opts(arg: str) -> dict:
 
 
 def get_config(arg: str = ""):
+  """The task's preset: configs/shakespeare.py's LM budget, or configs/mqar.py's hard point evaluated as the MQAR
+  study does (every 250 steps, 1,000 sequences in 4 batches); tiny: their smoke tests."""
   opts = _opts(arg)
   tiny = ":tiny=True" if opts.get("tiny") else ""
   if opts["task"] == "lm":
-    return config_lib.load_module(_LM).get_config("tiny=True" if tiny else "")
-  mqar = config_lib.load_module(_MQAR)
-  c = mqar.get_config("tiny=True" if tiny else "")
+    return config_lib.load_config(os.path.join(_CONFIGS, "shakespeare.py") + tiny)
   if tiny:
-    return c
-  return config_lib.apply_overrides(c, {**mqar.HARD, "train.num_steps": mqar.HARD_STEPS})
+    return config_lib.load_config(os.path.join(_CONFIGS, "mqar.py") + tiny)
+  return config_lib.apply_overrides(config_lib.load_config(os.path.join(_CONFIGS, "mqar.py:point=hard")),
+                                    {"eval.batch_size": 250, "train.eval_every": 250})
 
 
 def num_layers(arm: str) -> int:
@@ -139,7 +135,7 @@ def widths(arg: str = "") -> dict[tuple[str, int], int]:
   return out
 
 
-def _point(arm: str, width: int, lr: float, seed: int, steps: int | None = None) -> dict:
+def point(arm: str, width: int, lr: float, seed: int, steps: int | None = None) -> dict:
   """A point's overrides; `steps` (the steps=N option) sets train.num_steps, otherwise the task's own budget."""
   return protocol.point({arm: _arm(arm)}, arm, {"model.d_model": width}, lr, seed,
                         None if steps is None else {"train.num_steps": steps})
@@ -151,7 +147,7 @@ def get_sweep(arg: str = ""):
   if opts.get("tiny"):
     return [{**_arm(a), "seed": 0} for a in opts["arms"]]
   ws = widths(arg)
-  return [_point(a, ws[a, ref], lr, 0, opts["steps"]) for ref in opts["widths"] for a in opts["arms"]
+  return [point(a, ws[a, ref], lr, 0, opts["steps"]) for ref in opts["widths"] for a in opts["arms"]
           for lr in opts["lrs"]]
 
 
@@ -170,7 +166,7 @@ def rates(arg: str = "") -> list[float]:
 
 def tuning(arg: str = "") -> protocol.Tuning:
   steps = _opts(arg)["steps"]
-  return protocol.Tuning(rule(arg), lambda arm, width, lr: _point(arm, width, lr, 0, steps))
+  return protocol.Tuning(rule(arg), lambda arm, width, lr: point(arm, width, lr, 0, steps))
 
 
 def best_lr(rows, arm: str, width: int, arg: str = "", provisional: bool = False) -> float | None:
@@ -189,7 +185,7 @@ def get_followup_sweep(rows, arg: str = "", provisional: bool = False):
     return []
   ws = widths(arg)
   lrs, edges = tuning(arg).plan(rows, [(a, w) for (a, _), w in ws.items()], provisional)
-  return edges + [_point(a, ws[a, ref], lrs[a, ws[a, ref]], s, opts["steps"]) for s in range(1, opts["seeds"])
+  return edges + [point(a, ws[a, ref], lrs[a, ws[a, ref]], s, opts["steps"]) for s in opts["seeds"][1:]
                   for ref in opts["widths"] for a in opts["arms"] if lrs[a, ws[a, ref]] is not None]
 
 
@@ -223,9 +219,10 @@ def get_plots(arg: str = ""):
   opts = _opts(arg)
   y = METRIC[opts["task"]][0]
   if opts["task"] == "lm":
-    title, ylabel = "Shakespeare LM (1,200 steps, T=128): validation bits/byte", "validation bits/byte"
+    title = "Shakespeare LM ({train.num_steps:,} steps, T={data.seq_len}): validation bits/byte"
+    ylabel = "validation bits/byte"
   else:
-    title, ylabel = "MQAR (T=128, 8 kv pairs): validation accuracy", "validation accuracy"
+    title, ylabel = "MQAR (T={data.seq_len}, {data.num_kv_pairs} kv pairs): validation accuracy", "validation accuracy"
   group = (lambda r: f"reference width {reference_width(r, arg)}") if len(opts["widths"]) > 1 else None
   return [{"kind": "xy", "x": arm_of, "y": y, "group": group, "select": lambda rows: chosen(rows, arg),
            "file": f"{y}_by_arm.png", "title": title, "xlabel": "mixer per layer", "ylabel": ylabel}]

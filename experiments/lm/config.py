@@ -8,7 +8,7 @@ each at its own learning rate, 3 seeds, evaluated at its training length and bey
 Stages: pilot = seed 0 of every arm at each of PILOT_LRS (30 points), plus one rate further out for an arm whose
 best is at an edge (RULE: 3e-4 below 1e-3, 3e-2 above 1e-2); main = the pilot, then seeds 1.. at each
 arm's chosen rate (lowest seed-0 validation bits/byte; seed 0's main point is its pilot point). Smoke test:
-:tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N (default 3),
+:tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N or seeds=0+2 (a count or the seeds; default 3),
 arms=softmax+gla (a subset of ARMS), lengths=512+2048 (the extra evaluation lengths; '' none).
 
 Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
@@ -35,7 +35,7 @@ from linear_seq.studies import params
 from linear_seq.studies import protocol
 
 STUDY = "lm"
-_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "default.py")
+_TASK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "shakespeare.py")
 OPTIONS = ("tiny", "stage", "seeds", "arms", "lengths")
 STAGES = ("pilot", "main")
 # Arms: label -> overrides (the width comes from matching parameter counts).
@@ -70,37 +70,20 @@ RULE = protocol.LrRule(PILOT_LRS, metric="bits_per_byte", direction="min", edge=
 LENGTHS = (512, 2048, 8192)  # evaluation lengths past the training length (128)
 EVAL_TOKENS = 8192  # tokens per evaluation batch at those lengths (batch = EVAL_TOKENS // T, at least 1)
 TINY_LENGTH = 64  # tiny=True: one extra evaluation at twice its training length
-# configs/default.py with the study's budget: 1200 steps for every mixer, the whole validation split.
-OVERRIDES = {
-    "train.num_steps": 1200, "train.warmup_steps": 100,
-    "train.log_every": 50, "train.eval_every": 300, "train.checkpoint_every": 300,
-    "eval.batch_size": 32, "eval.max_batches": 0,
-}
-
-
 def get_config(arg: str = ""):
-  if config_lib.parse_options(arg, OPTIONS).get("tiny"):
-    return config_lib.load_config(f"{_DEFAULT}:tiny=True")
-  return config_lib.apply_overrides(config_lib.load_config(_DEFAULT), OVERRIDES)
+  """The task: configs/shakespeare.py's LM budget (tiny: its smoke test)."""
+  return config_lib.load_config(f"{_TASK}:tiny=True" if config_lib.parse_options(arg, OPTIONS).get("tiny") else _TASK)
 
 
 def label(row: dict) -> str:
-  """A point's arm label (ARMS), from its overrides."""
-  overrides = row.get("_overrides", row)
-  for name, arm in sorted(ARMS.items(), key=lambda kv: -len(kv[1])):  # the most specific arm first
-    if all(overrides.get(k) == v for k, v in arm.items()):
-      return name
-  return str(overrides.get("model.mixer"))
+  """A point's arm label (ARMS): the one its point carries, else the most specific arm its overrides match."""
+  return protocol.arm_of(row, ARMS)
 
 
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
-  stage = str(opts.get("stage", "main"))
-  if stage not in STAGES:
-    raise ValueError(f"unknown stage {stage!r}; valid: {', '.join(STAGES)}")
-  seeds = int(opts.get("seeds", SEEDS))
-  if seeds < 1:
-    raise ValueError(f"seeds must be >= 1, got {opts['seeds']!r}")
+  stage = protocol.choice(opts, "stage", STAGES, "main")
+  seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
   names = (list(TINY_ARMS) if opts.get("tiny")
            else config_lib.parse_subset(opts, "arms", list(ARMS), DEFAULT_ARMS, "arm"))
   lengths = opts.get("lengths", "+".join(map(str, LENGTHS)))
@@ -109,7 +92,7 @@ def _opts(arg: str) -> dict:
     raise ValueError(f"lengths must be positive sequence lengths joined by '+', got {opts.get('lengths')!r}")
   if opts.get("tiny") and "lengths" not in opts:
     lengths = [TINY_LENGTH]
-  return {**opts, "stage": stage, "seeds": tuple(range(seeds)), "arms": names, "lengths": lengths}
+  return {**opts, "stage": stage, "seeds": seeds, "arms": names, "lengths": lengths}
 
 
 def _widths(arg: str, arms: list[str]) -> dict[str, int]:
@@ -118,11 +101,11 @@ def _widths(arg: str, arms: list[str]) -> dict[str, int]:
   return dict(zip(arms, widths))
 
 
-def _point(arm: str, width: int, lr: float, seed: int) -> dict:
+def point(arm: str, width: int, lr: float, seed: int) -> dict:
   return protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed)
 
 
-TUNING = protocol.Tuning(RULE, lambda arm, width, lr: _point(arm, width, lr, 0))
+TUNING = protocol.Tuning(RULE, lambda arm, width, lr: point(arm, width, lr, 0))
 
 
 def get_sweep(arg: str = ""):
@@ -132,13 +115,13 @@ def get_sweep(arg: str = ""):
     return [{**ARMS[a], "seed": 0} for a in opts["arms"]]
   arms = sorted(opts["arms"], key=lambda a: a != "s4")  # the slowest first (packed rows: its exact reset scan)
   widths = _widths(arg, arms)
-  return [_point(a, widths[a], lr, 0) for a in arms for lr in PILOT_LRS]
+  return [point(a, widths[a], lr, 0) for a in arms for lr in PILOT_LRS]
 
 
 def best_lr(rows, arm: str, width: int) -> tuple[float | None, list[dict]]:
   """(arm's learning rate, pilot points still to run before it is known): RULE over its seed-0 points."""
   decision = TUNING.decide(rows, arm, width)
-  return decision.lr, [_point(arm, width, lr, 0) for lr in decision.todo]
+  return decision.lr, [point(arm, width, lr, 0) for lr in decision.todo]
 
 
 def get_followup_sweep(rows, arg: str = ""):
@@ -157,7 +140,7 @@ def get_followup_sweep(rows, arg: str = ""):
   if opts["stage"] == "pilot":
     return pending
   # seed-major: every arm of a seed before the next seed, so a partial run has every arm
-  return pending + [_point(a, widths[a], lrs[a], s) for s in opts["seeds"] for a in arms if a in lrs]
+  return pending + [point(a, widths[a], lrs[a], s) for s in opts["seeds"] for a in arms if a in lrs]
 
 
 def chosen(rows) -> list[dict]:
@@ -222,7 +205,7 @@ def get_plots(arg: str = ""):
        "title": "Shakespeare: validation bits/byte", "xlabel": "mixer (arm)"},
       {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label, "groups": list(ARMS),
        "select": lambda rows: by_length(chosen(rows)), "logx": 2,
-       "file": "bits_per_byte_vs_length.png", "title": "Shakespeare: trained at T=128, evaluated at longer T",
+       "file": "bits_per_byte_vs_length.png", "title": "Shakespeare: trained at T={data.seq_len}, evaluated at longer T",
        "xlabel": "evaluation length (bytes)", "ylabel": "validation bits/byte"},
       {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label, "groups": list(ARMS),
        "select": lambda rows: [r for r in by_length(chosen(rows)) if label(r) not in ZOOM_LEFT_OUT], "logx": 2,

@@ -55,12 +55,28 @@ def point(arms: Mapping[str, Mapping[str, Any]], arm: str, cell: Mapping[str, An
   return Point(overrides, arm)
 
 
-def arm_of(row: Row, default: str = "") -> str:
-  """The arm a row's point carries ('_arm', set by collect from the point), else `default`."""
-  return row.get("_arm") or default
+def arm_of(row: Row, arms: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+  """The arm a row's point carries ('_arm', set by collect from a protocol point). A row without one (rebuilt from
+  a results.csv, or an override dict): the most specific of `arms` whose overrides it has, else its mixer."""
+  if row.get("_arm"):
+    return row["_arm"]
+  overrides = row.get("_overrides", row)
+  for label, arm in sorted((arms or {}).items(), key=lambda kv: -len(kv[1])):
+    if all(overrides.get(k) == v for k, v in arm.items()):
+      return label
+  return str(overrides.get("model.mixer", ""))
 
 
-def seeds(value: int | str | Sequence[int], within: Sequence[int] | None = None) -> tuple[int, ...]:
+def choice(opts: Mapping[str, Any], key: str, valid: Sequence[str], default: str) -> str:
+  """A config option that names one of `valid` (e.g. stage=pilot), `default` when absent."""
+  value = str(opts.get(key, default))
+  if value not in valid:
+    raise ValueError(f"unknown {key} {value!r}; valid: {', '.join(valid)}")
+  return value
+
+
+def seeds(value: int | str | Sequence[int], within: Sequence[int] | None = None, where: str = "this stage"
+          ) -> tuple[int, ...]:
   """A study's seeds from one spec: a count (3 -> seeds 0, 1, 2) or an explicit list (0+2, or a sequence).
   `within` (a stage's fixed seeds): the spec selects among them (a single number is then one of them, 1 -> (1,)),
   and a seed outside them is an error."""
@@ -76,7 +92,7 @@ def seeds(value: int | str | Sequence[int], within: Sequence[int] | None = None)
   if any(s < 0 for s in out) or len(set(out)) != len(out):
     raise ValueError(f"seeds must be distinct non-negative integers, got {value!r}")
   if within is not None and not set(out) <= set(within):
-    raise ValueError(f"seeds={value}: this stage runs seeds {'+'.join(map(str, within))}")
+    raise ValueError(f"seeds={value}: {where} runs seeds {'+'.join(map(str, within))}")
   return out
 
 
@@ -159,10 +175,14 @@ class LrRule:
     return Decision(step if self.score(done[step]) < self.score(done[best]) else best, (), best)
 
 
+def key(overrides: Mapping[str, Any]) -> str:
+  """A point's identity: its overrides, in order (as its sweep sub-workdir name is)."""
+  return repr(list(overrides.items()))
+
+
 def index(rows: Iterable[Row]) -> dict[str, Row]:
-  """{sweep point name: row}, the later row winning (a point's identity is its overrides, in order)."""
-  from linear_seq.studies import sweep  # pylint: disable=g-import-not-at-top  (sweep imports the CLI's absl)
-  return {sweep.point_name(r["_overrides"]): r for r in rows}
+  """{protocol.key(overrides): row}, the later row winning."""
+  return {key(r["_overrides"]): r for r in rows}
 
 
 class Tuning:
@@ -174,9 +194,8 @@ class Tuning:
 
   def pilot_rows(self, rows: Iterable[Row] | Mapping[str, Row], arm: str, cell: Hashable = None) -> dict[float, Row]:
     """{rate: the row of (arm, cell)'s seed-0 point at it} over the rule's rates, for those with a row."""
-    from linear_seq.studies import sweep  # pylint: disable=g-import-not-at-top
-    by_name = rows if isinstance(rows, Mapping) else index(rows)
-    found = {lr: by_name.get(sweep.point_name(self.pilot(arm, cell, lr))) for lr in self.rule.rates()}
+    by_key = rows if isinstance(rows, Mapping) else index(rows)
+    found = {lr: by_key.get(key(self.pilot(arm, cell, lr))) for lr in self.rule.rates()}
     return {lr: r for lr, r in found.items() if r is not None}
 
   def decide(self, rows: Iterable[Row] | Mapping[str, Row], arm: str, cell: Hashable = None) -> Decision:
@@ -191,10 +210,10 @@ class Tuning:
            ) -> tuple[dict[tuple[str, Hashable], float | None], list[Point]]:
     """({(arm, cell): rate or None}, the steps past the grid's edge still to run, in `keys`' order; the grid's
     own points are the study's first points, so they are not listed)."""
-    by_name = index(rows)
+    by_key = index(rows)
     lrs, todo = {}, []
     for arm, cell in keys:
-      d = self.decide(by_name, arm, cell)
+      d = self.decide(by_key, arm, cell)
       lrs[arm, cell] = d.provisional() if provisional else d.lr
       todo += [self.pilot(arm, cell, lr) for lr in d.todo if lr not in self.rule.grid]
     return lrs, todo

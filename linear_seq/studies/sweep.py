@@ -324,7 +324,7 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
 
 # get_followup_sweep is called again with every row so far until it returns no new point (a choice can depend
 # on a follow-up's result: MQAR's main grid needs the pilot's extra learning rate first); a bound on the rounds.
-MAX_FOLLOWUP_ROUNDS = 10
+MAX_FOLLOWUP_ROUNDS = protocol.MAX_ROUNDS
 
 
 def _new_followups(module, arg: str, points: list, rows: list[dict]) -> list[dict]:
