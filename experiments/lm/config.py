@@ -40,22 +40,16 @@ OPTIONS = ("tiny", "stage", "seeds", "arms", "lengths")
 STAGES = ("pilot", "main")
 # Arms: label -> overrides (the width comes from matching parameter counts).
 ARMS = {
-    "softmax": {"model.mixer": "softmax"},
+    **protocol.arms("softmax"),
     "linear-conv4": {"model.mixer": "linear", "model.conv_width": 4},
     "retention-rope": {"model.mixer": "retention", "model.retention_pos_encoding": "rope"},
-    "gla": {"model.mixer": "gla"},
-    "s4": {"model.mixer": "s4"},
-    "deltanet": {"model.mixer": "deltanet", "model.delta_gate": "none"},
-    "deltanet-scalar": {"model.mixer": "deltanet", "model.delta_gate": "scalar"},
-    "deltanet-channel": {"model.mixer": "deltanet", "model.delta_gate": "channel"},
-    "mamba2": {"model.mixer": "mamba2"},
+    **protocol.arms("gla", "s4", "deltanet", "deltanet-scalar", "deltanet-channel", "mamba2"),
     # Mamba-2 with head dim 32 (7 heads at width 112): its usual head dim 64 builds only at widths that are
     # multiples of 32, and the nearest, 128, has 24% more parameters than softmax at 128 (531,864 vs 428,160);
     # at 112 with P=32 it has 416,058 (added 2026-12-03, after the pilot had run the P=64 arm).
     "mamba2-p32": {"model.mixer": "mamba2", "model.mamba_head_dim": 32},
     # not in the default set (the 2026-11 study's arms, for its results: arms=...+linear+retention,seeds=1,lengths=)
-    "linear": {"model.mixer": "linear"},
-    "retention": {"model.mixer": "retention"},
+    **protocol.arms("linear", "retention"),
 }
 DEFAULT_ARMS = tuple(a for a in ARMS if a not in ("linear", "retention"))
 REFERENCE = ("softmax", 128)  # the parameter budget: softmax at width 128

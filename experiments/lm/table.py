@@ -16,7 +16,6 @@ Also writes every finished point as a CSV row beside --out.
 import os
 
 from linear_seq import config_lib
-from linear_seq.studies import archive
 from linear_seq.studies import collect
 from linear_seq.studies import common
 from linear_seq.studies import tables
@@ -186,11 +185,9 @@ def length_by_rate_table(rows) -> str:
 
 
 def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
-  """Prints and returns the tables (writes them to `out`, the rows as .csv beside it); the archived points are
-  restored into `workdir` first unless `archive_dir` is ''."""
-  if archive_dir:
-    archive.restore_all(archive_dir, workdir)
-  rows = load_rows(workdir)
+  """Prints and returns the tables (writes them to `out`, the rows as .csv beside it), from the points in `workdir`
+  once those of `archive_dir` ('' = none) are restored into it."""
+  rows = tables.restored(load_rows, workdir, archive_dir)
   cs = cells(rows)
   text = ("### Pilot (seed 0, validation bits/byte at step 1,200 per learning rate)\n\n" + pilot_table(rows) +
           f"\n### Main (each arm at its chosen rate; seeds {', '.join(map(str, range(study.SEEDS)))}; sorted by "

@@ -55,16 +55,10 @@ FOLLOWUP_ARGS = tuple(f"stage={s}" for s in STAGES) + ("stage=seedcheck,hard=Tru
 
 # Arms: label -> overrides. Linear attention with two feature maps; the delta rule with its three gates.
 ARMS = {
-    "softmax": {"model.mixer": "softmax"},
+    **protocol.arms("softmax"),
     "linear-elu1": {"model.mixer": "linear", "model.feature_map": "elu1"},
     "linear-relu": {"model.mixer": "linear", "model.feature_map": "relu"},
-    "retention": {"model.mixer": "retention"},
-    "gla": {"model.mixer": "gla"},
-    "s4": {"model.mixer": "s4"},
-    "deltanet": {"model.mixer": "deltanet", "model.delta_gate": "none"},
-    "deltanet-scalar": {"model.mixer": "deltanet", "model.delta_gate": "scalar"},
-    "deltanet-channel": {"model.mixer": "deltanet", "model.delta_gate": "channel"},
-    "mamba2": {"model.mixer": "mamba2"},
+    **protocol.arms("retention", "gla", "s4", "deltanet", "deltanet-scalar", "deltanet-channel", "mamba2"),
 }
 PILOT_WIDTH = 64
 PILOT_LRS = (1e-3, 3e-3)

@@ -14,7 +14,6 @@ Also writes every finished point as a CSV row beside --out.
 import os
 
 from linear_seq import config_lib
-from linear_seq.studies import archive
 from linear_seq.studies import common
 from linear_seq.studies import tables
 
@@ -115,11 +114,9 @@ def seedcheck_table(rows, hard: bool = False) -> str:
 
 
 def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
-  """Prints and returns the tables (writes them to `out`, the rows as .csv beside it); the archived points are
-  restored into `workdir` first unless `archive_dir` is ''."""
-  if archive_dir:
-    archive.restore_all(archive_dir, workdir)
-  rows = load_rows(workdir)
+  """Prints and returns the tables (writes them to `out`, the rows as .csv beside it), from the points in `workdir`
+  once those of `archive_dir` ('' = none) are restored into it."""
+  rows = tables.restored(load_rows, workdir, archive_dir)
   text = ("### Pilot (width 64, (64, 4), seed 0; ↑ = still rising)\n\n" + pilot_table(rows) +
           "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +
           f"\n### Hard point (T=128, 8 kv pairs, {study.HARD_STEPS:,} steps)\n\n" + grid_table(grid(rows, hard=True)) +

@@ -34,6 +34,25 @@ DONE = ("ok", "skipped", "failed")
 MAX_ROUNDS = 10
 
 
+# The mixers' usual arms (label -> overrides), that a study picks by label in its own order (protocol.arms).
+MIXER_ARMS = {
+    "softmax": {"model.mixer": "softmax"},
+    "linear": {"model.mixer": "linear"},
+    "retention": {"model.mixer": "retention"},
+    "gla": {"model.mixer": "gla"},
+    "s4": {"model.mixer": "s4"},
+    "deltanet": {"model.mixer": "deltanet", "model.delta_gate": "none"},
+    "deltanet-scalar": {"model.mixer": "deltanet", "model.delta_gate": "scalar"},
+    "deltanet-channel": {"model.mixer": "deltanet", "model.delta_gate": "channel"},
+    "mamba2": {"model.mixer": "mamba2"},
+}
+
+
+def arms(*labels: str) -> dict[str, dict[str, Any]]:
+  """{label: MIXER_ARMS[label]} for `labels`, in their order (copies: a study may extend one)."""
+  return {label: dict(MIXER_ARMS[label]) for label in labels}
+
+
 class Point(dict):
   """A sweep point's overrides with its arm's label beside them (`.arm`): dict(point) is the overrides alone,
   which name its sub-workdir and its archive file."""

@@ -50,6 +50,13 @@ def study_rows(config: str, workdir: str, arg: str = "", followup_args: Sequence
   return protocol.replay(first, ask, ran)[1]
 
 
+def restored(load_rows: Callable[[str], list[Row]], workdir: str, archive_dir: str = "") -> list[Row]:
+  """load_rows(workdir) once the points archived in `archive_dir` are restored into it ('' = none)."""
+  if archive_dir:
+    archive.restore_all(archive_dir, workdir)
+  return load_rows(workdir)
+
+
 def ok(rows: Iterable[Row], metric: str) -> list[Row]:
   """The finished rows with a number for `metric`."""
   return [r for r in rows if r.get("status") == "ok" and isinstance(r.get(metric), (int, float))]

@@ -147,3 +147,16 @@ def test_replay_is_bounded_and_stops_when_nothing_new_has_run():
   ran = set(range(100))
   points, _ = protocol.replay([{"n": 1}], chain, rows_of, rounds=5)
   assert len(points) == 6
+
+
+def test_arms_pick_the_usual_mixers_in_the_studys_order_and_rows_name_their_arm():
+  picked = protocol.arms("gla", "deltanet")
+  assert list(picked) == ["gla", "deltanet"] and picked["deltanet"] == {"model.mixer": "deltanet",
+                                                                        "model.delta_gate": "none"}
+  picked["gla"]["model.init"] = "x"   # a copy: extending a study's arm leaves MIXER_ARMS alone
+  assert protocol.MIXER_ARMS["gla"] == {"model.mixer": "gla"}
+  arms = {"mamba2": {"model.mixer": "mamba2"}, "mamba2-init": {"model.mixer": "mamba2", "model.init": "x"}}
+  assert protocol.arm_of({"_overrides": {"model.mixer": "mamba2", "model.init": "x", "seed": 0}}, arms) == "mamba2-init"
+  assert protocol.arm_of({"_arm": "mamba2", "_overrides": {"model.mixer": "mamba2", "model.init": "x"}}, arms) == "mamba2"
+  with pytest.raises(ValueError, match="unknown stage 'x'; valid: a, b"):
+    protocol.choice({"stage": "x"}, "stage", ("a", "b"), "a")
