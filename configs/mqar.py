@@ -4,16 +4,18 @@ Run (CPU, 3-8 min on one core):
   python -m linear_seq.main --config=configs/mqar.py:mixer=gla --workdir=runs/mqar_gla
   python -m linear_seq.evaluate --workdir=runs/mqar_gla          # eval.json: accuracy on the answer positions
 Options: mixer=softmax|linear|retention|gla|s4|deltanet|mamba2, tiny=True (a seconds-long smoke test),
-setup=2026-12 (default) | 2026-11 (the setup of the studies committed before experiments/mqar/ablation.py).
+setup=zoology (default) | block-conv (the setup of the studies committed before experiments/mqar/ablation.py;
+the dated names 2026-12 and 2026-11 stay aliases of the two), point=main (default) | hard (the studies' harder
+point: T=128 with 8 key-value pairs, HARD_STEPS steps; experiments/mqar and experiments/hybrids).
 Task: vocab 1024, seq_len 64 with 4 key-value pairs, Zoology's random non-query tokens, loss on the answer
 positions only, batch 64; d_model 64, 2 layers, 2 heads, no MLP, 1500 AdamW steps.
-setup=2026-12 (issue 11's ablation, experiments/mqar/README.md): the short conv (width 4) on q, k and v after
+setup=zoology (formerly 2026-12; issue 11's ablation, experiments/mqar/README.md: Zoology's and fla's layers): the short conv (width 4) on q, k and v after
 their projections (fla's layers), learned absolute input positions (64) for every mixer and no RoPE, LayerNorm,
 GPT-2 init, an untied output head, no swish output gate, lr 1e-3 with 50 warmup steps and weight decay 0.01;
 since 2026-12-02 the head runs only at the num_kv_pairs answer positions (train.loss_positions: the same loss
 and gradients, 1.2-1.7x faster train steps; with another data.num_kv_pairs set train.loss_positions to it as well, or
 the trainer stops with an error saying so).
-setup=2026-11: one conv on the block input, no input positions (softmax: RoPE), RMSNorm, LeCun init, tied head,
+setup=block-conv (formerly 2026-11): one conv on the block input, no input positions (softmax: RoPE), RMSNorm, LeCun init, tied head,
 swish output gates, lr 1e-2, 100 warmup steps, weight decay 0.1.
 The study over mixers, widths and learning rates is experiments/mqar/config.py.
 """
@@ -21,8 +23,13 @@ import ml_collections
 
 from linear_seq import config_lib
 
-OPTIONS = ("mixer", "tiny", "setup")  # get_config options
-SETUPS = ("2026-12", "2026-11")
+OPTIONS = ("mixer", "tiny", "setup", "point")  # get_config options
+SETUPS = ("zoology", "block-conv")
+SETUP_ALIASES = {"2026-12": "zoology", "2026-11": "block-conv"}   # the dated names committed commands use
+# The harder point of the MQAR studies: its task overrides (as a study's points name them) and step budget.
+HARD = {"data.seq_len": 128, "data.num_kv_pairs": 8, "model.max_len": 128, "train.loss_positions": 8}
+HARD_STEPS = 1500
+POINTS = ("main", "hard")
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
@@ -39,9 +46,13 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   c.model.conv_width = 4
   c.train.num_steps = 1500
   setup = str(opts.get("setup", SETUPS[0]))
+  setup = SETUP_ALIASES.get(setup, setup)
   if setup not in SETUPS:
-    raise ValueError(f"unknown setup {setup!r}; valid: {', '.join(SETUPS)}")
-  if setup == "2026-12":
+    raise ValueError(f"unknown setup {setup!r}; valid: {', '.join(SETUPS)} (aliases: {', '.join(SETUP_ALIASES)})")
+  point = str(opts.get("point", POINTS[0]))
+  if point not in POINTS:
+    raise ValueError(f"unknown point {point!r}; valid: {', '.join(POINTS)}")
+  if setup == "zoology":
     c.model.conv_on, c.model.input_pos, c.model.max_len, c.model.pos_encoding = "qkv", "learned", 64, "none"
     c.model.norm, c.model.init, c.model.tie_embeddings, c.model.output_gate = "layer", "gpt2", False, False
     c.train.learning_rate, c.train.warmup_steps, c.train.weight_decay = 1e-3, 50, 0.01
@@ -56,6 +67,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     c.train.num_steps, c.train.warmup_steps = 4, 1
     c.train.log_every = c.train.eval_every = c.train.checkpoint_every = 2
     c.eval.batch_size, c.eval.max_batches = 8, 0
-  if setup == "2026-12":
+  if setup == "zoology":
     c.train.loss_positions = c.data.num_kv_pairs   # the answers: each row has exactly num_kv_pairs
+  if point == "hard" and not opts.get("tiny"):
+    c = config_lib.apply_overrides(c, {**HARD, "train.num_steps": HARD_STEPS})
   return c

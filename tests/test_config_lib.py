@@ -83,13 +83,16 @@ def test_config_files_options():
   assert default.model.mixer == "retention" and default.train.num_steps <= 10
   assert (mqar.data.dataset, mqar.data.vocab_size, mqar.data.seq_len, mqar.model.mlp_ratio) == ("mqar", 1024, 64, 0)
   assert mqar.model.mixer == "softmax" and mqar.model.conv_width == 4
-  with pytest.raises(ValueError, match=r"unknown config option.*tny \(did you mean tiny\?\); valid: mixer, setup, tiny"):
+  with pytest.raises(ValueError, match=r"unknown config option.*tny \(did you mean tiny\?\); valid: mixer, point, setup, tiny"):
     load("mqar", "tny=True")
-  with pytest.raises(ValueError, match=r"unknown setup '2025'; valid: 2026-12, 2026-11"):
+  with pytest.raises(ValueError, match=r"unknown setup '2025'; valid: zoology, block-conv \(aliases: 2026-12, 2026-11\)"):
     load("mqar", "setup=2025")
-  old = load("mqar", "setup=2026-11")
+  old = load("mqar", "setup=block-conv")
   assert (old.model.conv_on, old.model.tie_embeddings, old.train.learning_rate) == ("input", True, 1e-2)
   assert (mqar.model.conv_on, mqar.model.tie_embeddings, mqar.train.learning_rate) == ("qkv", False, 1e-3)
+  assert load("mqar", "setup=2026-11") == old and load("mqar", "setup=2026-12") == load("mqar", "setup=zoology")
+  hard = load("mqar", "point=hard")
+  assert (hard.data.seq_len, hard.data.num_kv_pairs, hard.train.loss_positions, hard.train.num_steps) == (128, 8, 8, 1500)
 
 
 def test_string_fields_default_to_empty_not_none():

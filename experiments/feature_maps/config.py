@@ -30,7 +30,7 @@ LINEAR = {"model.mixer": "linear", "model.num_features": 64}  # favor / rbf: 64 
 # task -> (base config in configs/, its overrides, tiny overrides): the MQAR study's main point, or a small LM.
 TASKS = {
     # as experiments/mqar: 1000 examples in 4 batches, the setup these results were run with (2026-11)
-    "mqar": ("mqar.py:setup=2026-11", {"eval.batch_size": 250}, {}),
+    "mqar": ("mqar.py:setup=block-conv", {"eval.batch_size": 250}, {}),
     "lm": ("default.py", {
         "model.d_model": 128, "model.num_layers": 2, "model.num_heads": 4,
         "data.seq_len": 256, "data.batch_size": 16,

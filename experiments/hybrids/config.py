@@ -12,34 +12,33 @@ deltanet and softmax models. At equal parameters: each arm's width is the one of
 the pure softmax model's of the same depth at the reference width.
 Learning rates, per arm: seed 0 runs at each of LRS[task] (the sweep's first points); when the best of them
 (best_lr: highest accuracy / lowest bits/byte, a failed point loses, ties to the smaller rate) is at an edge of
-the grid, seed 0 runs once more one step further out on the 1-3-10 ladder (LADDER: 3e-4 below 1e-3, 3e-2 above
+the grid, seed 0 runs once more one step further out on the 1-3-10 ladder (protocol.LADDER: 3e-4 below 1e-3, 3e-2 above
 1e-2), and wins if strictly better (not extended further: the pilot table shows when the extension won). The
 follow-up points are then seeds 1.. at each (arm, reference width)'s chosen rate. Tables and plots use the
 chosen rate's points (chosen()).
-  task=mqar: experiments/mqar/config.py's hard point (T=128, 8 kv pairs, its HARD_STEPS steps, configs/mqar.py's
-             setup 2026-12), LRS 1e-3 / 3e-3, reference width 32 (`widths=32+64` adds 64). Not 64 alone:
+  task=mqar: configs/mqar.py:point=hard, the MQAR study's hard point (T=128, 8 kv pairs, 1,500 steps, setup
+             zoology), LRS 1e-3 / 3e-3, reference width 32 (`widths=32+64` adds 64). Not 64 alone:
              there the pure 2-layer models already recall (the MQAR study's hard grid, 2 seeds: gla 0.998,
              deltanet 1.000, softmax 1.000), so there is no gap to close; at width 32 the MQAR main grid's
              (T=64, 4 pairs) gla and deltanet fall to 0.58 / 0.72 (3 seeds) while softmax stays at 0.999.
-  task=lm:   experiments/lm/config.py's Shakespeare LM (1200 steps, T=128), LRS 3e-3 / 1e-2 (the LM pilot's best
+  task=lm:   configs/shakespeare.py, the LM study's budget (1200 steps, T=128), LRS 3e-3 / 1e-2 (the LM pilot's best
              rates for softmax and for gla / deltanet), reference width 128.
-Options: task=mqar|lm, tiny=True, seeds=N (default 2), arms=gla-softmax+gla2 (a subset of ARMS' labels,
+Options: task=mqar|lm, tiny=True, seeds=N or seeds=0+2 (default 2), arms=gla-softmax+gla2 (a subset of ARMS' labels,
 '+'-separated; default: all but the softmax-first orders softmax-gla / softmax-deltanet, the layer-order check),
 lrs=1e-3+3e-3, edge=False (no step past the grid's edge; a one-rate grid never steps), widths=32+64 (reference
 widths; task=mqar's default 32, task=lm's 128), steps=N (train.num_steps for every point instead of the task's
 budget; the schedule stretches with it).
 """
 import functools
-import math
 import os
 
 from linear_seq import config_lib
 from linear_seq.studies import params
+from linear_seq.studies import protocol
 
 STUDY = "hybrids"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_MQAR = os.path.join(_HERE, "..", "mqar", "config.py")
-_LM = os.path.join(_HERE, "..", "lm", "config.py")
+_CONFIGS = os.path.join(_HERE, "..", "..", "configs")
 OPTIONS = ("task", "tiny", "seeds", "arms", "lrs", "edge", "widths", "steps")
 TASKS = ("mqar", "lm")
 # label (a mixer's count of layers after its name; no commas or spaces, so that `arms=` can name them) -> the
@@ -65,8 +64,6 @@ REFERENCE_WIDTHS = {"mqar": (32,), "lm": (128,)}
 # candidate widths (multiples of 8: 4 heads of even size for RoPE)
 WIDTHS = {"mqar": tuple(range(16, 97, 8)), "lm": tuple(range(96, 161, 8))}
 LRS = {"mqar": (1e-3, 3e-3), "lm": (3e-3, 1e-2)}
-# the rates an edge of the grid steps out to: the next one on this ladder (x3 / x1/3 off it)
-LADDER = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
 METRIC = {"mqar": ("accuracy", "max"), "lm": ("bits_per_byte", "min")}
 TINY_ARMS = ("gla-softmax", "softmax2")
 
@@ -84,13 +81,9 @@ def _numbers(opts: dict, key: str, default, kind):
 
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
-  task = str(opts.get("task", "mqar"))
-  if task not in TASKS:
-    raise ValueError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
+  task = protocol.choice(opts, "task", TASKS, "mqar")
   names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), DEFAULT_ARMS, "arm")
-  seeds = int(opts.get("seeds", SEEDS))
-  if seeds < 1:
-    raise ValueError(f"seeds must be >= 1, got {opts['seeds']!r}")
+  seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
   steps = _numbers(opts, "steps", [0], int)[0] if "steps" in opts else None
   edge = opts.get("edge", True)
   if not isinstance(edge, bool):
@@ -100,15 +93,16 @@ def _opts(arg: str) -> dict:
 
 
 def get_config(arg: str = ""):
+  """The task's preset: configs/shakespeare.py's LM budget, or configs/mqar.py's hard point evaluated as the MQAR
+  study does (every 250 steps, 1,000 sequences in 4 batches); tiny: their smoke tests."""
   opts = _opts(arg)
   tiny = ":tiny=True" if opts.get("tiny") else ""
   if opts["task"] == "lm":
-    return config_lib.load_module(_LM).get_config("tiny=True" if tiny else "")
-  mqar = config_lib.load_module(_MQAR)
-  c = mqar.get_config("tiny=True" if tiny else "")
+    return config_lib.load_config(os.path.join(_CONFIGS, "shakespeare.py") + tiny)
   if tiny:
-    return c
-  return config_lib.apply_overrides(c, {**mqar.HARD, "train.num_steps": mqar.HARD_STEPS})
+    return config_lib.load_config(os.path.join(_CONFIGS, "mqar.py") + tiny)
+  return config_lib.apply_overrides(config_lib.load_config(os.path.join(_CONFIGS, "mqar.py:point=hard")),
+                                    {"eval.batch_size": 250, "train.eval_every": 250})
 
 
 def num_layers(arm: str) -> int:
@@ -141,10 +135,10 @@ def widths(arg: str = "") -> dict[tuple[str, int], int]:
   return out
 
 
-def _point(arm: str, width: int, lr: float, seed: int, steps: int | None = None) -> dict:
+def point(arm: str, width: int, lr: float, seed: int, steps: int | None = None) -> dict:
   """A point's overrides; `steps` (the steps=N option) sets train.num_steps, otherwise the task's own budget."""
-  point = {**_arm(arm), "model.d_model": width, "train.learning_rate": lr, "seed": seed}
-  return point if steps is None else {**point, "train.num_steps": steps}
+  return protocol.point({arm: _arm(arm)}, arm, {"model.d_model": width}, lr, seed,
+                        None if steps is None else {"train.num_steps": steps})
 
 
 def get_sweep(arg: str = ""):
@@ -153,65 +147,33 @@ def get_sweep(arg: str = ""):
   if opts.get("tiny"):
     return [{**_arm(a), "seed": 0} for a in opts["arms"]]
   ws = widths(arg)
-  return [_point(a, ws[a, ref], lr, 0, opts["steps"]) for ref in opts["widths"] for a in opts["arms"]
+  return [point(a, ws[a, ref], lr, 0, opts["steps"]) for ref in opts["widths"] for a in opts["arms"]
           for lr in opts["lrs"]]
 
 
-def _score(row: dict | None, task: str) -> float:
-  """The point's metric, signed so that lower is better; a missing, failed or NaN point loses."""
-  key, better = METRIC[task]
-  value = None if row is None else row.get(key)
-  ok = row is not None and row.get("status") in ("ok", "skipped") and isinstance(value, (int, float))
-  if not ok or value != value:
-    return float("inf")
-  return -float(value) if better == "max" else float(value)
-
-
-def step_out(lr: float, lrs) -> float | None:
-  """The rate one step past the grid `lrs` beyond `lr` when `lr` is at its edge (LADDER's neighbour; x3 or /3
-  for a rate off the ladder), else None (an inner rate, or a one-rate grid)."""
-  lrs = sorted(lrs)
-  if len(lrs) < 2 or lr not in (lrs[0], lrs[-1]):
-    return None
-  up = lr == lrs[-1]
-  i = next((i for i, x in enumerate(LADDER) if math.isclose(x, lr, rel_tol=1e-9)), None)
-  if i is None or not 0 <= i + (1 if up else -1) < len(LADDER):
-    return lr * 3 if up else lr / 3
-  return LADDER[i + (1 if up else -1)]
+def rule(arg: str = "") -> protocol.LrRule:
+  """The task's rule: the grid `lrs`, its metric and direction (METRIC), a step past either edge unless
+  edge=False (protocol.LrRule: ties to the smaller rate, a failed point loses, a one-rate grid never steps)."""
+  opts = _opts(arg)
+  metric, direction = METRIC[opts["task"]]
+  return protocol.LrRule(tuple(opts["lrs"]), metric, direction, edge="both" if opts["edge"] else "none")
 
 
 def rates(arg: str = "") -> list[float]:
   """Every rate a seed-0 point may run at: the grid and the steps past both its edges (ascending)."""
-  opts = _opts(arg)
-  lrs = list(opts["lrs"])
-  edges = [step_out(lr, lrs) for lr in (min(lrs), max(lrs))] if opts["edge"] else []
-  return sorted(set(lrs) | {e for e in edges if e is not None})
+  return rule(arg).rates()
 
 
-def _decide(rows, arm: str, width: int, opts: dict) -> tuple[float | None, dict | None, float | None]:
-  """(the arm's rate at this width, or None until known; the seed-0 point still to run before it is, or None;
-  the grid's best, or None until the grid has finished)."""
-  by_lr = {r["_overrides"].get("train.learning_rate"): r for r in rows
-           if r["_overrides"] == _point(arm, width, r["_overrides"].get("train.learning_rate"), 0, opts["steps"])
-           and r.get("status") in ("ok", "skipped", "failed")}
-  if any(lr not in by_lr for lr in opts["lrs"]):
-    return None, None, None
-  best = min(opts["lrs"], key=lambda lr: (_score(by_lr[lr], opts["task"]), lr))
-  edge = step_out(best, opts["lrs"]) if opts["edge"] else None
-  if edge is None:
-    return best, None, best
-  if edge not in by_lr:
-    return None, _point(arm, width, edge, 0, opts["steps"]), best
-  return (edge if _score(by_lr[edge], opts["task"]) < _score(by_lr[best], opts["task"]) else best), None, best
+def tuning(arg: str = "") -> protocol.Tuning:
+  steps = _opts(arg)["steps"]
+  return protocol.Tuning(rule(arg), lambda arm, width, lr: point(arm, width, lr, 0, steps))
 
 
 def best_lr(rows, arm: str, width: int, arg: str = "", provisional: bool = False) -> float | None:
-  """The arm's rate at this width: the best seed-0 point over the sweep's rates (ties to the smaller rate), or
-  the step past the grid's edge when the best is at that edge and the step is strictly better; None until the
-  points it needs have finished. provisional=True: the grid's best while the step past its edge has not
-  finished (what the tables mark as provisional)."""
-  lr, _, grid_best = _decide(rows, arm, width, _opts(arg))
-  return grid_best if lr is None and provisional else lr
+  """The arm's rate at this width (rule(arg) over its seed-0 points), or None until the points it needs have
+  finished. provisional=True: the grid's best while the step past its edge has not finished (what the tables
+  mark as provisional)."""
+  return tuning(arg).lr(rows, arm, width, provisional)
 
 
 def get_followup_sweep(rows, arg: str = "", provisional: bool = False):
@@ -222,11 +184,9 @@ def get_followup_sweep(rows, arg: str = "", provisional: bool = False):
   if opts.get("tiny"):
     return []
   ws = widths(arg)
-  decided = {k: _decide(rows, k[0], w, opts) for k, w in ws.items()}
-  edges = [todo for _, todo, _ in decided.values() if todo is not None]
-  lrs = {k: grid_best if lr is None and provisional else lr for k, (lr, _, grid_best) in decided.items()}
-  return edges + [_point(a, ws[a, ref], lrs[a, ref], s, opts["steps"]) for s in range(1, opts["seeds"])
-                  for ref in opts["widths"] for a in opts["arms"] if lrs[a, ref] is not None]
+  lrs, edges = tuning(arg).plan(rows, [(a, w) for (a, _), w in ws.items()], provisional)
+  return edges + [point(a, ws[a, ref], lrs[a, ws[a, ref]], s, opts["steps"]) for s in opts["seeds"][1:]
+                  for ref in opts["widths"] for a in opts["arms"] if lrs[a, ws[a, ref]] is not None]
 
 
 def chosen(rows, arg: str = "") -> list[dict]:
@@ -259,9 +219,10 @@ def get_plots(arg: str = ""):
   opts = _opts(arg)
   y = METRIC[opts["task"]][0]
   if opts["task"] == "lm":
-    title, ylabel = "Shakespeare LM (1,200 steps, T=128): validation bits/byte", "validation bits/byte"
+    title = "Shakespeare LM ({train.num_steps:,} steps, T={data.seq_len}): validation bits/byte"
+    ylabel = "validation bits/byte"
   else:
-    title, ylabel = "MQAR (T=128, 8 kv pairs): validation accuracy", "validation accuracy"
+    title, ylabel = "MQAR (T={data.seq_len}, {data.num_kv_pairs} kv pairs): validation accuracy", "validation accuracy"
   group = (lambda r: f"reference width {reference_width(r, arg)}") if len(opts["widths"]) > 1 else None
   return [{"kind": "xy", "x": arm_of, "y": y, "group": group, "select": lambda rows: chosen(rows, arg),
            "file": f"{y}_by_arm.png", "title": title, "xlabel": "mixer per layer", "ylabel": ylabel}]

@@ -25,6 +25,7 @@ from linear_seq.studies import collect
 from linear_seq.studies import common
 from linear_seq.studies import plots
 from linear_seq.studies import sweep
+from linear_seq.studies import tables
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PATH = os.path.join(HERE, "config.py")
@@ -51,17 +52,8 @@ def _arg(task: str) -> str:
 def sweep_rows(arg: str, workdir: str) -> list[dict]:
   """Rows of the hybrids sweep `arg`'s points that have a sub-workdir: seed 0 at every rate, then the follow-ups
   (the steps past the grid's edge, then the other seeds, at the grid's best rate while the step is pending)."""
-  base = study.get_config(arg)
-  make = lambda overrides: sweep.make_points(f"{PATH}:{arg}", workdir, overrides, base_config=base)
-  collect_made = lambda overrides: collect.collect([p for p in make(overrides) if os.path.isdir(p.workdir)])
-  overrides = study.get_sweep(arg)
-  rows = collect_made(overrides)
-  while True:   # as the sweep does: the follow-ups again until no new point (the edge steps, then the seeds)
-    more = [o for o in study.get_followup_sweep(rows, arg, provisional=True) if o not in overrides]
-    rows += collect_made(more)
-    overrides += more
-    if not more:
-      return rows
+  return tables.study_rows(PATH, workdir, arg,
+                           hook=lambda rows: study.get_followup_sweep(rows, arg, provisional=True))
 
 
 def load_rows(task: str, workdir: str) -> list[dict]:
@@ -77,7 +69,7 @@ def lm_study_rows(workdir: str, restore: bool) -> list[dict]:
   wanted = []
   for (arm, _), w in study.widths(_arg("lm")).items():
     if arm in FROM_LM:
-      wanted += [lm._point(FROM_LM[arm], w, lr, seed)  # pylint: disable=protected-access
+      wanted += [lm.point(FROM_LM[arm], w, lr, seed)
                  for lr in study.rates(_arg("lm")) for seed in range(study.SEEDS)]
   base = lm.get_config("stage=main")
   points = sweep.make_points(LM_STUDY, workdir, wanted, base_config=base, extra_commands=lm.get_extra_commands(""))
@@ -88,7 +80,7 @@ def lm_study_rows(workdir: str, restore: bool) -> list[dict]:
     # the hybrids' point keys, so that best_lr / chosen treat it like one of the study's own points
     o = dict(r["_overrides"])
     r["_lm_overrides"] = o
-    r["_overrides"] = study._point(r["_arm"], o["model.d_model"], o["train.learning_rate"], o["seed"])  # pylint: disable=protected-access
+    r["_overrides"] = study.point(r["_arm"], o["model.d_model"], o["train.learning_rate"], o["seed"])
   return rows
 
 
@@ -107,20 +99,10 @@ def _ok(rows, task):
 
 def pilot_table(rows, task) -> str:
   arg = _arg(task)
-  lrs = study.rates(arg)
-  lines = ["| arm | layers | width | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen |",
-           "|---|---|---|" + "---|" * (len(lrs) + 1)]
-  ok = _ok(rows, task)
-  for (arm, _), w in study.widths(arg).items():
-    cells = []
-    for lr in lrs:
-      r = next((r for r in ok if r["_overrides"] == study._point(arm, w, lr, 0)), None)  # pylint: disable=protected-access
-      cells.append("" if r is None else f"{r[_metric(task)]:.3f}" + (" ‡" if r.get("_from") else ""))
-    lr = study.best_lr(rows, arm, w, arg, provisional=True)
-    mark = " †" if lr is not None and study.best_lr(rows, arm, w, arg) is None else ""
-    lines.append(f"| {arm} | {study.num_layers(arm)} | {w} | " + " | ".join(cells) +
-                 f" | {'…' if lr is None else f'{lr:g}'}{mark} |")
-  return "\n".join(lines) + "\n"
+  cell = lambda r: f"{r[_metric(task)]:.3f}" + (" ‡" if r.get("_from") else "")
+  return tables.pilot_table(study.tuning(arg), rows, [(arm, w) for (arm, _), w in study.widths(arg).items()], cell,
+                            lambda arm, w: (arm, study.num_layers(arm), w), ("arm", "layers", "width"),
+                            provisional=True)
 
 
 PROVISIONAL = ("\n† provisional: the better rate of the grid; the step past its edge (seed 0) has not finished "
@@ -137,7 +119,7 @@ def cells(rows, task) -> dict[str, tuple[int, float, list[dict], bool]]:
     lr = study.best_lr(rows, arm, w, arg, provisional=True)
     if lr is None:
       continue
-    cell = sorted((r for r in ok if r["_overrides"] == study._point(arm, w, lr, r["_overrides"]["seed"])),  # pylint: disable=protected-access
+    cell = sorted((r for r in ok if r["_overrides"] == study.point(arm, w, lr, r["_overrides"]["seed"])),
                   key=lambda r: r["_overrides"]["seed"])
     out[arm] = (w, lr, cell, study.best_lr(rows, arm, w, arg) is None)
   return out
@@ -147,31 +129,20 @@ def _values(cell, task):
   return [float(r[_metric(task)]) for r in cell]
 
 
-def _mean(values) -> str:
-  if not values:
-    return "…"
-  m, sd, n = common.mean_std(values)
-  return f"{m:.3f}" + (f" ± {sd:.3f}" if n > 1 else "")
-
-
 def main_table(cs, task) -> str:
   lines = ["| arm | layers | width | params | state (floats/seq) | lr | " + f"{_metric(task)} per seed | mean ± std |",
            "|---|---|---|---|---|---|---|---|"]
   for arm, (w, lr, cell, provisional) in cs.items():
     vals = _values(cell, task)
-    per_seed = " / ".join([f"{v:.3f}" for v in vals] + ["…"] * max(0, study.SEEDS - len(vals)))
+    per_seed = tables.per_seed(vals, study.SEEDS)
     first = cell[0] if cell else {}
     params = f"{int(first['num_params']):,}" if "num_params" in first else "…"
     state = f"{int(first['state_size']):,}" if "state_size" in first else "…"
     mark = " ‡" if any(r.get("_from") for r in cell) else ""
     lines.append(f"| {arm}{mark} | {study.num_layers(arm)} | {w} | {params} | {state} | {lr:g}"
                  f"{' †' if provisional else ''} | {per_seed} | "
-                 f"{_mean(vals)} |")
+                 f"{tables.mean_std(vals)} |")
   return "\n".join(lines) + "\n"
-
-
-def separated(a, b) -> bool:
-  return len(a) >= 2 and len(b) >= 2 and (max(a) < min(b) or max(b) < min(a))
 
 
 def gap_table(cs, task) -> str:
@@ -190,8 +161,7 @@ def gap_table(cs, task) -> str:
         out.append(f"{other}: …")
         continue
       d = sign * (sum(h) / len(h) - sum(o) / len(o))
-      verdict = "yes" if separated(h, o) else ("no" if len(h) >= 2 and len(o) >= 2 else "under 2 seeds")
-      out.append(f"{other}: {d:+.3f} ({verdict})")
+      out.append(f"{other}: {d:+.3f} ({tables.verdict(h, o)})")
     lines.append(f"| {hybrid} | " + " | ".join(out) + " |")
   return "\n".join(lines) + "\n"
 

@@ -6,9 +6,9 @@ each at its own learning rate, 3 seeds, evaluated at its training length and bey
   python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=main --workdir=runs/lm \
       --archive=experiments/lm/points --parallel=2
 Stages: pilot = seed 0 of every arm at each of PILOT_LRS (30 points), plus one rate further out for an arm whose
-best is at an edge (EDGE_LRS: 3e-4 below 1e-3, 3e-2 above 1e-2); main = the pilot, then seeds 1.. at each
+best is at an edge (RULE: 3e-4 below 1e-3, 3e-2 above 1e-2); main = the pilot, then seeds 1.. at each
 arm's chosen rate (lowest seed-0 validation bits/byte; seed 0's main point is its pilot point). Smoke test:
-:tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N (default 3),
+:tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N or seeds=0+2 (a count or the seeds; default 3),
 arms=softmax+gla (a subset of ARMS), lengths=512+2048 (the extra evaluation lengths; '' none).
 
 Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
@@ -32,29 +32,24 @@ import os
 
 from linear_seq import config_lib
 from linear_seq.studies import params
+from linear_seq.studies import protocol
 
 STUDY = "lm"
-_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "default.py")
+_TASK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "shakespeare.py")
 OPTIONS = ("tiny", "stage", "seeds", "arms", "lengths")
 STAGES = ("pilot", "main")
 # Arms: label -> overrides (the width comes from matching parameter counts).
 ARMS = {
-    "softmax": {"model.mixer": "softmax"},
+    **protocol.arms("softmax"),
     "linear-conv4": {"model.mixer": "linear", "model.conv_width": 4},
     "retention-rope": {"model.mixer": "retention", "model.retention_pos_encoding": "rope"},
-    "gla": {"model.mixer": "gla"},
-    "s4": {"model.mixer": "s4"},
-    "deltanet": {"model.mixer": "deltanet", "model.delta_gate": "none"},
-    "deltanet-scalar": {"model.mixer": "deltanet", "model.delta_gate": "scalar"},
-    "deltanet-channel": {"model.mixer": "deltanet", "model.delta_gate": "channel"},
-    "mamba2": {"model.mixer": "mamba2"},
+    **protocol.arms("gla", "s4", "deltanet", "deltanet-scalar", "deltanet-channel", "mamba2"),
     # Mamba-2 with head dim 32 (7 heads at width 112): its usual head dim 64 builds only at widths that are
     # multiples of 32, and the nearest, 128, has 24% more parameters than softmax at 128 (531,864 vs 428,160);
     # at 112 with P=32 it has 416,058 (added 2026-12-03, after the pilot had run the P=64 arm).
     "mamba2-p32": {"model.mixer": "mamba2", "model.mamba_head_dim": 32},
     # not in the default set (the 2026-11 study's arms, for its results: arms=...+linear+retention,seeds=1,lengths=)
-    "linear": {"model.mixer": "linear"},
-    "retention": {"model.mixer": "retention"},
+    **protocol.arms("linear", "retention"),
 }
 DEFAULT_ARMS = tuple(a for a in ARMS if a not in ("linear", "retention"))
 REFERENCE = ("softmax", 128)  # the parameter budget: softmax at width 128
@@ -62,44 +57,27 @@ WIDTHS = tuple(range(96, 161, 8))  # candidate widths (multiples of 8: 4 heads o
 TINY_ARMS = ("softmax", "gla")
 SEEDS = 3
 # Each arm's learning rate, from seed 0 at its matched width (the pilot; lowest validation bits/byte, ties to
-# the smaller rate): PILOT_LRS, then one more step out when the best is at an edge (EDGE_LRS), so the chosen
-# rate is bracketed unless the extension wins too (reported, not extended further).
+# the smaller rate): PILOT_LRS, then one more step out when the best is at either edge (3e-4 below 1e-3, 3e-2
+# above 1e-2), so the chosen rate is bracketed unless the extension wins too (reported, not extended further).
 PILOT_LRS = (1e-3, 3e-3, 1e-2)
-EDGE_LRS = {1e-3: 3e-4, 1e-2: 3e-2}
+RULE = protocol.LrRule(PILOT_LRS, metric="bits_per_byte", direction="min", edge="both")
 LENGTHS = (512, 2048, 8192)  # evaluation lengths past the training length (128)
 EVAL_TOKENS = 8192  # tokens per evaluation batch at those lengths (batch = EVAL_TOKENS // T, at least 1)
 TINY_LENGTH = 64  # tiny=True: one extra evaluation at twice its training length
-# configs/default.py with the study's budget: 1200 steps for every mixer, the whole validation split.
-OVERRIDES = {
-    "train.num_steps": 1200, "train.warmup_steps": 100,
-    "train.log_every": 50, "train.eval_every": 300, "train.checkpoint_every": 300,
-    "eval.batch_size": 32, "eval.max_batches": 0,
-}
-
-
 def get_config(arg: str = ""):
-  if config_lib.parse_options(arg, OPTIONS).get("tiny"):
-    return config_lib.load_config(f"{_DEFAULT}:tiny=True")
-  return config_lib.apply_overrides(config_lib.load_config(_DEFAULT), OVERRIDES)
+  """The task: configs/shakespeare.py's LM budget (tiny: its smoke test)."""
+  return config_lib.load_config(f"{_TASK}:tiny=True" if config_lib.parse_options(arg, OPTIONS).get("tiny") else _TASK)
 
 
 def label(row: dict) -> str:
-  """A point's arm label (ARMS), from its overrides."""
-  overrides = row.get("_overrides", row)
-  for name, arm in sorted(ARMS.items(), key=lambda kv: -len(kv[1])):  # the most specific arm first
-    if all(overrides.get(k) == v for k, v in arm.items()):
-      return name
-  return str(overrides.get("model.mixer"))
+  """A point's arm label (ARMS): the one its point carries, else the most specific arm its overrides match."""
+  return protocol.arm_of(row, ARMS)
 
 
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
-  stage = str(opts.get("stage", "main"))
-  if stage not in STAGES:
-    raise ValueError(f"unknown stage {stage!r}; valid: {', '.join(STAGES)}")
-  seeds = int(opts.get("seeds", SEEDS))
-  if seeds < 1:
-    raise ValueError(f"seeds must be >= 1, got {opts['seeds']!r}")
+  stage = protocol.choice(opts, "stage", STAGES, "main")
+  seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
   names = (list(TINY_ARMS) if opts.get("tiny")
            else config_lib.parse_subset(opts, "arms", list(ARMS), DEFAULT_ARMS, "arm"))
   lengths = opts.get("lengths", "+".join(map(str, LENGTHS)))
@@ -108,7 +86,7 @@ def _opts(arg: str) -> dict:
     raise ValueError(f"lengths must be positive sequence lengths joined by '+', got {opts.get('lengths')!r}")
   if opts.get("tiny") and "lengths" not in opts:
     lengths = [TINY_LENGTH]
-  return {**opts, "stage": stage, "seeds": tuple(range(seeds)), "arms": names, "lengths": lengths}
+  return {**opts, "stage": stage, "seeds": seeds, "arms": names, "lengths": lengths}
 
 
 def _widths(arg: str, arms: list[str]) -> dict[str, int]:
@@ -117,8 +95,11 @@ def _widths(arg: str, arms: list[str]) -> dict[str, int]:
   return dict(zip(arms, widths))
 
 
-def _point(arm: str, width: int, lr: float, seed: int) -> dict:
-  return {**ARMS[arm], "model.d_model": width, "train.learning_rate": lr, "seed": seed}
+def point(arm: str, width: int, lr: float, seed: int) -> dict:
+  return protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed)
+
+
+TUNING = protocol.Tuning(RULE, lambda arm, width, lr: point(arm, width, lr, 0))
 
 
 def get_sweep(arg: str = ""):
@@ -128,31 +109,13 @@ def get_sweep(arg: str = ""):
     return [{**ARMS[a], "seed": 0} for a in opts["arms"]]
   arms = sorted(opts["arms"], key=lambda a: a != "s4")  # the slowest first (packed rows: its exact reset scan)
   widths = _widths(arg, arms)
-  return [_point(a, widths[a], lr, 0) for a in arms for lr in PILOT_LRS]
-
-
-def _bits(row: dict) -> float:
-  value = row.get("bits_per_byte")
-  ok = row.get("status") in ("ok", "skipped") and isinstance(value, (int, float)) and value == value
-  return float(value) if ok else float("inf")   # a failed (e.g. diverged) point loses
+  return [point(a, widths[a], lr, 0) for a in arms for lr in PILOT_LRS]
 
 
 def best_lr(rows, arm: str, width: int) -> tuple[float | None, list[dict]]:
-  """(arm's learning rate, pilot points still to run before it is known): the lowest seed-0 bits/byte over
-  PILOT_LRS, extended once by EDGE_LRS when the best is at an edge."""
-  pilot = {r["_overrides"]["train.learning_rate"]: r for r in rows
-           if r["_overrides"] == _point(arm, width, r["_overrides"].get("train.learning_rate"), 0)}
-  missing = [_point(arm, width, lr, 0) for lr in PILOT_LRS if lr not in pilot]
-  if missing:
-    return None, missing
-  best = min(PILOT_LRS, key=lambda lr: (_bits(pilot[lr]), lr))
-  if best in EDGE_LRS:
-    edge = EDGE_LRS[best]
-    if edge not in pilot:
-      return None, [_point(arm, width, edge, 0)]
-    if _bits(pilot[edge]) < _bits(pilot[best]):
-      best = edge
-  return best, []
+  """(arm's learning rate, pilot points still to run before it is known): RULE over its seed-0 points."""
+  decision = TUNING.decide(rows, arm, width)
+  return decision.lr, [point(arm, width, lr, 0) for lr in decision.todo]
 
 
 def get_followup_sweep(rows, arg: str = ""):
@@ -171,7 +134,7 @@ def get_followup_sweep(rows, arg: str = ""):
   if opts["stage"] == "pilot":
     return pending
   # seed-major: every arm of a seed before the next seed, so a partial run has every arm
-  return pending + [_point(a, widths[a], lrs[a], s) for s in opts["seeds"] for a in arms if a in lrs]
+  return pending + [point(a, widths[a], lrs[a], s) for s in opts["seeds"] for a in arms if a in lrs]
 
 
 def chosen(rows) -> list[dict]:
@@ -236,7 +199,7 @@ def get_plots(arg: str = ""):
        "title": "Shakespeare: validation bits/byte", "xlabel": "mixer (arm)"},
       {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label, "groups": list(ARMS),
        "select": lambda rows: by_length(chosen(rows)), "logx": 2,
-       "file": "bits_per_byte_vs_length.png", "title": "Shakespeare: trained at T=128, evaluated at longer T",
+       "file": "bits_per_byte_vs_length.png", "title": "Shakespeare: trained at T={data.seq_len}, evaluated at longer T",
        "xlabel": "evaluation length (bytes)", "ylabel": "validation bits/byte"},
       {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label, "groups": list(ARMS),
        "select": lambda rows: [r for r in by_length(chosen(rows)) if label(r) not in ZOOM_LEFT_OUT], "logx": 2,

@@ -13,17 +13,12 @@ the difference of means. Length: bits/byte at every evaluation length
 (mean ± std over seeds), trained at T=128. Unfinished seeds are shown as '…'.
 Also writes every finished point as a CSV row beside --out.
 """
-import csv
 import os
 
-from absl import app
-from absl import flags
-
 from linear_seq import config_lib
-from linear_seq.studies import archive
 from linear_seq.studies import collect
 from linear_seq.studies import common
-from linear_seq.studies import sweep
+from linear_seq.studies import tables
 
 ARCHIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "points")
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py")
@@ -36,35 +31,15 @@ LATE = (65, 128)
 
 def load_rows(workdir: str) -> list[dict]:
   """Rows of every point stage=main defines that has a sub-workdir (finished or not), chosen as the sweep does."""
-  base = study.get_config(STAGE)
-  extra = study.get_extra_commands(STAGE)
-  make = lambda overrides: sweep.make_points(PATH, workdir, overrides, base_config=base, extra_commands=extra)
-  overrides = study.get_sweep(STAGE)
-  rows = collect.collect([p for p in make(overrides) if os.path.isdir(p.workdir)])
-  for _ in range(sweep.MAX_FOLLOWUP_ROUNDS):   # rounds: the seeds need the pilot's edge rates first
-    more = [o for o in study.get_followup_sweep(rows, STAGE) if o not in overrides]
-    more = [o for i, o in enumerate(more) if o not in more[:i]]
-    done = [p for p in make(more) if os.path.isdir(p.workdir)]
-    overrides += more
-    if not done:
-      break
-    rows = collect.collect([p for p in make(overrides) if os.path.isdir(p.workdir)])
-  return rows
+  return tables.study_rows(PATH, workdir, STAGE, extra_commands=study.get_extra_commands(STAGE))
 
 
 def _ok(rows):
-  return [r for r in rows if r.get("status") == "ok" and isinstance(r.get("bits_per_byte"), (int, float))]
-
-
-def _fmt(v, digits=3):
-  return "…" if v is None else f"{v:.{digits}f}"
+  return tables.ok(rows, "bits_per_byte")
 
 
 def _mean(values, digits=3, std=True):
-  m, sd, n = common.mean_std(values) if values else (0.0, 0.0, 0)
-  if n == 0:
-    return "…"
-  return f"{m:.{digits}f}" + (f" ± {sd:.{digits}f}" if std and n > 1 else "")
+  return tables.mean_std(values, digits, std)
 
 
 def _width(rows, arm):
@@ -73,21 +48,14 @@ def _width(rows, arm):
 
 
 def pilot_table(rows) -> str:
-  lrs = sorted(set(study.PILOT_LRS) | set(study.EDGE_LRS.values()))
-  lines = ["| arm | width | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen |", "|---|---|" + "---|" * (len(lrs) + 1)]
-  ok = _ok(rows)
-  for arm in study.DEFAULT_ARMS:
-    w = _width(rows, arm)
-    if w is None:
-      lines.append(f"| {arm} | … |" + " |" * len(lrs) + " … |")
-      continue
-    cells = []
-    for lr in lrs:
-      r = next((r for r in ok if r["_overrides"] == study._point(arm, w, lr, 0)), None)  # pylint: disable=protected-access
-      cells.append("" if r is None else _fmt(float(r["bits_per_byte"])))
-    lr, _ = study.best_lr(rows, arm, w)
-    lines.append(f"| {arm} | {w} | " + " | ".join(cells) + f" | {'…' if lr is None else f'{lr:g}'} |")
-  return "\n".join(lines) + "\n"
+  widths = {arm: _width(rows, arm) for arm in study.DEFAULT_ARMS}
+  table = tables.pilot_table(study.TUNING, rows, [(a, w) for a, w in widths.items() if w is not None],
+                             lambda r: tables.fmt(float(r["bits_per_byte"])), lambda arm, w: (arm, w), ("arm", "width"))
+  lines = table.splitlines()
+  lrs = study.RULE.rates()
+  missing = {a: f"| {a} | … |" + " |" * len(lrs) + " … |" for a, w in widths.items() if w is None}
+  body = iter(lines[2:])
+  return "\n".join(lines[:2] + [missing.get(a) or next(body) for a in widths]) + "\n"
 
 
 def cells(rows):
@@ -99,7 +67,7 @@ def cells(rows):
     lr = None if w is None else study.best_lr(rows, arm, w)[0]
     if lr is None:
       continue
-    cell = sorted((r for r in ok if study.label(r) == arm and r["_overrides"] == study._point(  # pylint: disable=protected-access
+    cell = sorted((r for r in ok if study.label(r) == arm and r["_overrides"] == study.point(
         arm, w, lr, r["_overrides"]["seed"])), key=lambda r: r["_overrides"]["seed"])
     out.append((arm, w, lr, cell))
   return sorted(out, key=lambda c: common.mean_std([float(r["bits_per_byte"]) for r in c[3]])[0] if c[3] else 1e9)
@@ -126,7 +94,7 @@ def main_table(cs, seeds: int = study.SEEDS) -> str:
            "|---|---|---|---|---|---|---|---|---|---|"]
   for arm, w, lr, cell in cs:
     bits = _bits(cell)
-    per_seed = " / ".join([f"{b:.3f}" for b in bits] + ["…"] * max(0, seeds - len(bits)))
+    per_seed = tables.per_seed(bits, seeds)
     first = cell[0] if cell else {}
     params = f"{int(first['num_params']):,}" if "num_params" in first else "…"
     state = f"{int(first['state_size']):,}" if "state_size" in first else "…"
@@ -139,12 +107,6 @@ def main_table(cs, seeds: int = study.SEEDS) -> str:
                  f"{_mean(_values(cell, 'tokens_per_sec'), 0, std=False)} | "
                  f"{_mean(_values(cell, 'decode_ms_per_token'), 3, std=False)} | {pos} |")
   return "\n".join(lines) + "\n"
-
-
-def separated(a: list[float], b: list[float]) -> bool:
-  """Whether two arms' seeds do not overlap (each with at least 2 seeds): the difference is larger than the
-  seed spread."""
-  return len(a) >= 2 and len(b) >= 2 and (max(a) < min(b) or max(b) < min(a))
 
 
 def spread_table(cs) -> str:
@@ -163,7 +125,7 @@ def spread_table(cs) -> str:
       d = f"{other} ({ma - sum(b) / len(b):+.3f})"
       if len(a) < 2 or len(b) < 2:
         open_.append(d)
-      elif separated(a, b):
+      elif tables.separated(a, b):
         if ma < sum(b) / len(b):
           worse.append(d)
       else:
@@ -209,7 +171,7 @@ def length_by_rate_table(rows) -> str:
     w = _width(rows, arm)
     for r in ok:
       o = r["_overrides"]
-      if w is not None and o == study._point(arm, w, o["train.learning_rate"], 0):  # pylint: disable=protected-access
+      if w is not None and o == study.point(arm, w, o["train.learning_rate"], 0):
         at = {b["eval_seq_len"]: float(b["bits_per_byte"]) for b in study.by_length([r])}
         if ts[0] in at and ts[-1] in at:
           table[arm, o["train.learning_rate"]] = at[ts[-1]] - at[ts[0]]
@@ -223,11 +185,9 @@ def length_by_rate_table(rows) -> str:
 
 
 def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
-  """Prints and returns the tables (writes them to `out`, the rows as .csv beside it); the archived points are
-  restored into `workdir` first unless `archive_dir` is ''."""
-  if archive_dir:
-    archive.restore_all(archive_dir, workdir)
-  rows = load_rows(workdir)
+  """Prints and returns the tables (writes them to `out`, the rows as .csv beside it), from the points in `workdir`
+  once those of `archive_dir` ('' = none) are restored into it."""
+  rows = tables.restored(load_rows, workdir, archive_dir)
   cs = cells(rows)
   text = ("### Pilot (seed 0, validation bits/byte at step 1,200 per learning rate)\n\n" + pilot_table(rows) +
           f"\n### Main (each arm at its chosen rate; seeds {', '.join(map(str, range(study.SEEDS)))}; sorted by "
@@ -239,26 +199,16 @@ def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
           "minus at T=128)\n\n" + length_by_rate_table(rows))
   common.emit_markdown(text, out)
   if out:
-    with open(os.path.splitext(out)[0] + ".csv", "w", newline="") as f:
-      w = csv.writer(f)
-      ts = lengths(cs)
-      w.writerow(["arm", "width", "lr", "seed", "num_params", "state_size", "bits_per_byte",
-                  *[f"bits_per_byte@T{t}" for t in ts if t != 128], "tokens_per_sec", "decode_ms_per_token",
-                  "wall_time_s"])
-      for r in _ok(rows):
-        o = r["_overrides"]
-        w.writerow([study.label(r), o.get("model.d_model"), o.get("train.learning_rate"), o.get("seed"),
-                     r.get("num_params"), r.get("state_size"), r.get("bits_per_byte"),
-                     *[r.get(f"bits_per_byte@T{t}") for t in ts if t != 128], r.get("tokens_per_sec"),
-                     r.get("decode_ms_per_token"), r.get("wall_time")])
+    ts = [t for t in lengths(cs) if t != 128]
+    tables.write_csv(tables.csv_beside(out), [
+        "arm", "width", "lr", "seed", "num_params", "state_size", "bits_per_byte",
+        *[f"bits_per_byte@T{t}" for t in ts], "tokens_per_sec", "decode_ms_per_token", "wall_time_s"], [
+            [study.label(r), r["_overrides"].get("model.d_model"), r["_overrides"].get("train.learning_rate"),
+             r["_overrides"].get("seed"), r.get("num_params"), r.get("state_size"), r.get("bits_per_byte"),
+             *[r.get(f"bits_per_byte@T{t}") for t in ts], r.get("tokens_per_sec"), r.get("decode_ms_per_token"),
+             r.get("wall_time")] for r in _ok(rows)])
   return text
 
 
-def main(argv):
-  del argv
-  write(flags.FLAGS.workdir, flags.FLAGS.archive, flags.FLAGS.out)
-
-
-if __name__ == "__main__":   # flags defined here only: the tests load several table scripts in one process
-  common.define_table_flags("runs/lm", ARCHIVE)
-  app.run(main)
+if __name__ == "__main__":
+  tables.run_script(write, "runs/lm", ARCHIVE)

@@ -3,7 +3,7 @@
   python -m linear_seq.studies.sweep --config=experiments/mqar/ablation.py --workdir=runs/mqar_ablation --parallel=2
   python experiments/mqar/ablation_table.py runs/mqar_ablation/results.csv     # the Δ-accuracy table
 
-Every point is configs/mqar.py:setup=2026-11 (the setup before this study) at (T=64, 4 kv pairs), width 64,
+Every point is configs/mqar.py:setup=block-conv (the setup before this study) at (T=64, 4 kv pairs), width 64,
 lr 1e-3 (the independent model's), seeds 0, 1. Variants: `ours` (that setup), `indep` (every factor moved to the
 independent model's choice at once) and `indep-<factor>` (indep with that one factor reverted to ours).
 Factors (ours → independent model's):
@@ -28,7 +28,7 @@ _MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "co
 OPTIONS = ("tiny", "mixers", "seeds", "variants", "steps")
 
 MIXERS = ("softmax", "retention", "gla")
-# Each factor: the overrides that move it from ours (configs/mqar.py:setup=2026-11, the base here) to the
+# Each factor: the overrides that move it from ours (configs/mqar.py:setup=block-conv, the base here) to the
 # independent model's choice; reverting a factor drops its overrides. 'head' was not on the issue's list: it is
 # the difference found after moving the listed ones left softmax at 0.415 (untied: 0.999 at step 750).
 FACTORS = {
@@ -92,11 +92,11 @@ def variant_of(row: dict) -> str:
 
 
 def get_config(arg: str = ""):
-  """configs/mqar.py:setup=2026-11 at lr 1e-3, evaluated every 250 steps (the step where accuracy passes 0.99 is logged)."""
+  """configs/mqar.py:setup=block-conv at lr 1e-3, evaluated every 250 steps (the step where accuracy passes 0.99 is logged)."""
   opts = config_lib.parse_options(arg, OPTIONS)
   if opts.get("tiny"):
-    return config_lib.load_config(f"{_MQAR}:tiny=True,setup=2026-11")
-  c = config_lib.apply_overrides(config_lib.load_config(f"{_MQAR}:setup=2026-11"), {
+    return config_lib.load_config(f"{_MQAR}:tiny=True,setup=block-conv")
+  c = config_lib.apply_overrides(config_lib.load_config(f"{_MQAR}:setup=block-conv"), {
       "train.learning_rate": 1e-3, "eval.batch_size": 250, "train.eval_every": 250})
   if opts.get("steps"):
     c = config_lib.apply_overrides(c, {"train.num_steps": int(opts["steps"])})

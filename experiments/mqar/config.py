@@ -44,6 +44,7 @@ widths=64+128 (a subset of the stage's widths, the same way), hard=True (seedche
 import os
 
 from linear_seq import config_lib
+from linear_seq.studies import protocol
 
 STUDY = "mqar"
 _MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "mqar.py")
@@ -54,28 +55,20 @@ FOLLOWUP_ARGS = tuple(f"stage={s}" for s in STAGES) + ("stage=seedcheck,hard=Tru
 
 # Arms: label -> overrides. Linear attention with two feature maps; the delta rule with its three gates.
 ARMS = {
-    "softmax": {"model.mixer": "softmax"},
+    **protocol.arms("softmax"),
     "linear-elu1": {"model.mixer": "linear", "model.feature_map": "elu1"},
     "linear-relu": {"model.mixer": "linear", "model.feature_map": "relu"},
-    "retention": {"model.mixer": "retention"},
-    "gla": {"model.mixer": "gla"},
-    "s4": {"model.mixer": "s4"},
-    "deltanet": {"model.mixer": "deltanet", "model.delta_gate": "none"},
-    "deltanet-scalar": {"model.mixer": "deltanet", "model.delta_gate": "scalar"},
-    "deltanet-channel": {"model.mixer": "deltanet", "model.delta_gate": "channel"},
-    "mamba2": {"model.mixer": "mamba2"},
+    **protocol.arms("retention", "gla", "s4", "deltanet", "deltanet-scalar", "deltanet-channel", "mamba2"),
 }
 PILOT_WIDTH = 64
 PILOT_LRS = (1e-3, 3e-3)
-EXTRA_LR = 1e-2
 WIDTHS = (32, 64, 128)
 SEEDS = (0, 1, 2)
-HARD = {"data.seq_len": 128, "data.num_kv_pairs": 8, "model.max_len": 128, "train.loss_positions": 8}
+HARD = config_lib.load_module(_MQAR).HARD   # the task's hard point (configs/mqar.py:point=hard)
 HARD_WIDTHS = (64, 128)
 HARD_SEEDS = (0, 1)
-HARD_STEPS = 1500
+HARD_STEPS = config_lib.load_module(_MQAR).HARD_STEPS
 CHECK_WIDTH = 32
-CHECK_LRS = PILOT_LRS + (EXTRA_LR,)
 SEEDCHECK_STEPS = 3000
 TINY_ARMS = ("softmax", "gla")
 
@@ -89,40 +82,36 @@ def get_config(arg: str = ""):
 
 
 def arm_of(row: dict) -> str:
-  """The arm label of a result row (mixer, plus the feature map or the delta gate)."""
-  overrides = row.get("_overrides", row)
-  for label, arm in ARMS.items():
-    if all(overrides.get(k) == v for k, v in arm.items()):
-      return label
-  return str(overrides.get("model.mixer"))
+  """The arm label of a result row: the one its point carries, else the arm its overrides match."""
+  return protocol.arm_of(row, ARMS)
 
 
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
-  stage = str(opts.get("stage", "main"))
-  if stage not in STAGES:
-    raise ValueError(f"unknown stage {stage!r}; valid: {', '.join(STAGES)}")
+  stage = protocol.choice(opts, "stage", STAGES, "main")
   names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), ARMS, "arm")
   if opts.get("hard") and stage != "seedcheck":
     raise ValueError(f"hard=True is a seedcheck option (stage {stage}: use stage=hard for the hard grid)")
   hard = stage == "hard" or bool(opts.get("hard"))
-  seeds = _subset(opts, "seeds", HARD_SEEDS if hard else SEEDS, stage, keep_order=False)
-  widths = _subset(opts, "widths", HARD_WIDTHS if hard else WIDTHS, stage, keep_order=True)
+  seeds = protocol.seeds(opts.get("seeds", "+".join(map(str, HARD_SEEDS if hard else SEEDS))),
+                         within=HARD_SEEDS if hard else SEEDS, where=f"stage {stage}")
+  widths = _subset(opts, "widths", HARD_WIDTHS if hard else WIDTHS, stage)
   return {**opts, "stage": stage, "arms": names, "seeds": seeds, "widths": widths, "hard": hard}
 
 
-def _subset(opts: dict, key: str, allowed: tuple, stage: str, keep_order: bool) -> tuple:
-  """opts[key] as '0+1' -> those ints (a subset of `allowed`, the stage's values); absent -> `allowed`."""
+def _subset(opts: dict, key: str, allowed: tuple, stage: str) -> tuple:
+  """opts[key] as '64+128' -> those ints (a subset of `allowed`, the stage's values, in its order); absent ->
+  `allowed`."""
   if key not in opts:
     return allowed
   wanted = [int(x) for x in str(opts[key]).split("+")]
   if not set(wanted) <= set(allowed):
     raise ValueError(f"{key}={opts[key]}: stage {stage} runs {key} {'+'.join(map(str, allowed))}")
-  return tuple(v for v in allowed if v in wanted) if keep_order else tuple(wanted)
+  return tuple(v for v in allowed if v in wanted)
 
 
-def _point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
-  return {**ARMS[arm], "model.d_model": width, "train.learning_rate": lr, "seed": seed, **more}
+def point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
+  return protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed, more)
 
 
 def grid_extra(hard: bool) -> dict:
@@ -135,7 +124,7 @@ def get_sweep(arg: str = ""):
   opts = _opts(arg)
   if opts.get("tiny"):
     return [{**ARMS[a], "model.d_model": 16, "seed": 0} for a in opts["arms"]]
-  return [_point(a, PILOT_WIDTH, lr, 0) for a in opts["arms"] for lr in PILOT_LRS]
+  return [point(a, PILOT_WIDTH, lr, 0) for a in opts["arms"] for lr in PILOT_LRS]
 
 
 def _curve(row: dict) -> list[tuple[int, float]]:
@@ -153,44 +142,34 @@ def still_rising(row: dict, window: int = 500, delta: float = 0.01) -> bool:
   return last < 0.99 and bool(before) and last - before[-1] > delta
 
 
-def _pilot_rows(rows, arm: str) -> dict[float, dict]:
-  """arm's finished seed-0 pilot rows (width 64, (64, 4)) by learning rate."""
-  out = {}
-  for r in rows:
-    o = r.get("_overrides", {})
-    if (r.get("status") == "ok" and arm_of(r) == arm and o.get("model.d_model") == PILOT_WIDTH
-        and o.get("seed") == 0 and not set(o) & set(HARD)):
-      out[o.get("train.learning_rate")] = r
-  return out
+# The pilot's rule: the better of PILOT_LRS by final accuracy (ties: the smaller rate; a failed point loses); if
+# that is the larger rate and it is still rising, seed 0 runs at 1e-2 too (EXTRA_LR), which wins if better.
+RULE = protocol.LrRule(PILOT_LRS, metric="accuracy", direction="max", edge="up", condition=still_rising,
+                       condition_text="still rising")
+EXTRA_LR = RULE.step(max(PILOT_LRS))
+CHECK_LRS = tuple(RULE.rates())
+TUNING = protocol.Tuning(RULE, lambda arm, cell, lr: point(arm, PILOT_WIDTH, lr, 0))
+
+
+def pilot_rows(rows, arm: str) -> dict[float, dict]:
+  """arm's seed-0 pilot rows (width 64, (64, 4)) by learning rate."""
+  return TUNING.pilot_rows(rows, arm)
 
 
 def best_lr(rows, arm: str) -> tuple[float | None, list[dict]]:
-  """(the arm's learning rate, pilot points still to run before it is known).
-
-  The better of PILOT_LRS by final accuracy (ties: the smaller rate); if that is the larger rate and it is
-  still rising, EXTRA_LR is tried too and wins if it is better."""
-  pilot = _pilot_rows(rows, arm)
-  missing = [_point(arm, PILOT_WIDTH, lr, 0) for lr in PILOT_LRS if lr not in pilot]
-  if missing:
-    return None, missing
-  acc = {lr: float(pilot[lr].get("accuracy") or 0.0) for lr in pilot}
-  best = max(PILOT_LRS, key=lambda lr: (acc[lr], -lr))
-  if best == max(PILOT_LRS) and still_rising(pilot[best]):
-    if EXTRA_LR not in pilot:
-      return None, [_point(arm, PILOT_WIDTH, EXTRA_LR, 0)]
-    if acc[EXTRA_LR] > acc[best]:
-      best = EXTRA_LR
-  return best, []
+  """(the arm's learning rate, pilot points still to run before it is known): RULE over its pilot points."""
+  decision = TUNING.decide(rows, arm)
+  return decision.lr, [point(arm, PILOT_WIDTH, lr, 0) for lr in decision.todo]
 
 
-def _main_row(rows, arm: str, width: int, lr: float, seed: int = 0, **more):
-  want = _point(arm, width, lr, seed, **more)
+def main_row(rows, arm: str, width: int, lr: float, seed: int = 0, **more):
+  want = point(arm, width, lr, seed, **more)
   return next((r for r in rows if r.get("status") == "ok" and r.get("_overrides") == want), None)
 
 
 def collapses_small(rows, arm: str, lr: float) -> bool:
   """arm's seed-0 main point at CHECK_WIDTH is below 0.5 while the one at PILOT_WIDTH reaches 0.9."""
-  small, pilot = _main_row(rows, arm, CHECK_WIDTH, lr), _main_row(rows, arm, PILOT_WIDTH, lr)
+  small, pilot = main_row(rows, arm, CHECK_WIDTH, lr), main_row(rows, arm, PILOT_WIDTH, lr)
   return (small is not None and pilot is not None and float(small.get("accuracy") or 0.0) < 0.5
           and float(pilot.get("accuracy") or 0.0) >= 0.9)
 
@@ -199,7 +178,7 @@ def split_seeds(rows, arm: str, width: int, lr: float, seeds=SEEDS, hard: bool =
   """The seeds of arm's main (hard: hard) point (width, lr) below 0.5 when another of them reaches 0.9 (else [])."""
   extra = grid_extra(hard)
   acc = {s: float(r.get("accuracy") or 0.0) for s in seeds
-         if (r := _main_row(rows, arm, width, lr, s, **extra)) is not None}
+         if (r := main_row(rows, arm, width, lr, s, **extra)) is not None}
   return [s for s in sorted(acc) if acc[s] < 0.5] if acc and max(acc.values()) >= 0.9 else []
 
 
@@ -217,22 +196,22 @@ def get_followup_sweep(rows, arg: str = ""):
   if opts["stage"] == "pilot":
     return pending
   if opts["stage"] == "main":
-    grid = [_point(a, w, lrs[a], s) for s in opts["seeds"] for a in opts["arms"] if a in lrs
+    grid = [point(a, w, lrs[a], s) for s in opts["seeds"] for a in opts["arms"] if a in lrs
             for w in opts["widths"]]
   elif opts["stage"] == "lrcheck":   # seed 0's main points first (finished ones are skipped), then the checks
-    grid = [_point(a, w, lrs[a], 0) for a in opts["arms"] if a in lrs for w in (CHECK_WIDTH, PILOT_WIDTH)]
-    grid += [_point(a, CHECK_WIDTH, lr, 0) for a in opts["arms"] if a in lrs and collapses_small(rows, a, lrs[a])
+    grid = [point(a, w, lrs[a], 0) for a in opts["arms"] if a in lrs for w in (CHECK_WIDTH, PILOT_WIDTH)]
+    grid += [point(a, CHECK_WIDTH, lr, 0) for a in opts["arms"] if a in lrs and collapses_small(rows, a, lrs[a])
              for lr in CHECK_LRS if lr != lrs[a]]
   elif opts["stage"] == "seedcheck":   # the grid's points (finished ones are skipped), then the checks
     extra = grid_extra(opts["hard"])
-    grid = [_point(a, w, lrs[a], s, **extra)
+    grid = [point(a, w, lrs[a], s, **extra)
             for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]
     for a, w in [(a, w) for a in opts["arms"] if a in lrs for w in opts["widths"]]:
       for s in split_seeds(rows, a, w, lrs[a], opts["seeds"], hard=opts["hard"]):
-        grid += [_point(a, w, lr, s, **extra) for lr in CHECK_LRS if lr != lrs[a]]
-        grid.append(_point(a, w, lrs[a], s, **{**extra, "train.num_steps": SEEDCHECK_STEPS}))
+        grid += [point(a, w, lr, s, **extra) for lr in CHECK_LRS if lr != lrs[a]]
+        grid.append(point(a, w, lrs[a], s, **{**extra, "train.num_steps": SEEDCHECK_STEPS}))
   else:
-    grid = [_point(a, w, lrs[a], s, **grid_extra(True))
+    grid = [point(a, w, lrs[a], s, **grid_extra(True))
             for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]
   return pending + grid
 
@@ -256,11 +235,11 @@ def get_plots(arg: str = ""):
   common = {"y": "accuracy", "group": arm_of, "select": chosen, "logx": 2}
   return [
       {"kind": "xy", "x": "state_size", "where": main, "file": "accuracy_vs_state_size.png",
-       "title": "MQAR (T=64, 4 kv pairs): accuracy vs recurrent state", "xlabel": "state size (floats / sequence)",
+       "title": "MQAR (T={data.seq_len}, {data.num_kv_pairs} kv pairs): accuracy vs recurrent state", "xlabel": "state size (floats / sequence)",
        **common},
       {"kind": "xy", "x": "model.d_model", "where": main, "file": "accuracy_vs_width.png",
-       "title": "MQAR (T=64, 4 kv pairs): accuracy vs width", "xlabel": "model width", **common},
+       "title": "MQAR (T={data.seq_len}, {data.num_kv_pairs} kv pairs): accuracy vs width", "xlabel": "model width", **common},
       {"kind": "xy", "x": "model.d_model", "where": {"data.seq_len": 128, "train.num_steps": HARD_STEPS},
        "file": "accuracy_vs_width_hard.png",
-       "title": f"MQAR (T=128, 8 kv pairs, {HARD_STEPS} steps)", "xlabel": "model width", **common},
+       "title": "MQAR (T={data.seq_len}, {data.num_kv_pairs} kv pairs, {train.num_steps} steps)", "xlabel": "model width", **common},
   ]

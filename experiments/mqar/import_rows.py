@@ -79,7 +79,7 @@ def import_rows(archive_dir: str, csv_path: str, md_path: str) -> tuple[int, int
     steps, hard = int(r["steps"]), int(r["seq_len"]) == study.HARD["data.seq_len"]
     more = {**study.HARD, "train.num_steps": steps} if hard else (
         {} if steps == base.train.num_steps else {"train.num_steps": steps})
-    overrides = study._point(r["arm"], int(r["width"]), float(r["lr"]), int(r["seed"]), **more)  # pylint: disable=protected-access
+    overrides = study.point(r["arm"], int(r["width"]), float(r["lr"]), int(r["seed"]), **more)
     name = sweep.point_name(overrides)
     if archive.load(archive_dir, name) is not None:
       kept += 1

@@ -11,17 +11,11 @@ Unfinished points are shown as '…'. The lrcheck stage's points: seed 0 at widt
 seedcheck stage's: a split cell's failing seed per learning rate (main grid; hard=True's: the hard grid).
 Also writes every finished point as a CSV row beside --out.
 """
-import csv
 import os
 
-from absl import app
-from absl import flags
-
 from linear_seq import config_lib
-from linear_seq.studies import archive
-from linear_seq.studies import collect
 from linear_seq.studies import common
-from linear_seq.studies import sweep
+from linear_seq.studies import tables
 
 ARCHIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "points")
 THRESHOLD = 0.9
@@ -30,52 +24,23 @@ study = config_lib.load_module(PATH)  # by path: every study's config is named c
 
 
 def load_rows(workdir: str) -> list[dict]:
-  """Rows of every point the stages define that has a sub-workdir (finished or not)."""
-  base = study.get_config("")
-  overrides = study.get_sweep("")
-  rows = collect.collect(sweep.make_points(PATH, workdir, overrides, base_config=base))
-  for _ in range(sweep.MAX_FOLLOWUP_ROUNDS):   # rounds, as the sweep runs them (main needs the pilot's 1e-2 rows)
-    more = [o for arg in study.FOLLOWUP_ARGS for o in study.get_followup_sweep(rows, arg)]
-    more = [o for i, o in enumerate(more) if o not in overrides and o not in more[:i]]
-    if not more:
-      break
-    overrides += more
-    points = [p for p in sweep.make_points(PATH, workdir, overrides, base_config=base) if os.path.isdir(p.workdir)]
-    rows = collect.collect(points)
-  points = [p for p in sweep.make_points(PATH, workdir, overrides, base_config=base) if os.path.isdir(p.workdir)]
-  return collect.collect(points)
+  """Rows of every point the stages define that has a sub-workdir (finished or not), the follow-up rounds of
+  every stage replayed (main needs the pilot's 1e-2 rows)."""
+  return tables.study_rows(PATH, workdir, followup_args=study.FOLLOWUP_ARGS)
 
 
 def first_step(row: dict, threshold: float = THRESHOLD):
-  """The first evaluated step at which the point reached `threshold` (a row imported without its curve by
-  import_rows.py carries the value its table had)."""
-  if not row["_metrics"] and f"first_step_{threshold}" in row:
-    return row[f"first_step_{threshold}"]
-  for m in row["_metrics"]:
-    if m.get("eval_accuracy") is not None and m["eval_accuracy"] >= threshold:
-      return int(m["step"])
-  return None
-
-
-def _fmt(v, digits=3):
-  return "…" if v is None else f"{v:.{digits}f}"
+  """The first evaluated step at which the point reached `threshold` (tables.first_step)."""
+  return tables.first_step(row, threshold)
 
 
 def _cell(row, missing: str = "…") -> str:
   """A point's final accuracy, ↑ when still rising; `missing` when it has not run."""
-  return missing if row is None else _fmt(float(row["accuracy"])) + (" ↑" if study.still_rising(row) else "")
+  return missing if row is None else tables.fmt(float(row["accuracy"])) + (" ↑" if study.still_rising(row) else "")
 
 
 def pilot_table(rows) -> str:
-  lrs = sorted(set(study.PILOT_LRS) | {study.EXTRA_LR})
-  lines = ["| arm | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | chosen |",
-           "|---|" + "---|" * (len(lrs) + 1)]
-  for arm in study.ARMS:
-    pilot = study._pilot_rows(rows, arm)  # pylint: disable=protected-access
-    cells = [_cell(pilot.get(lr), missing="") for lr in lrs]
-    lr, _ = study.best_lr(rows, arm)
-    lines.append(f"| {arm} | " + " | ".join(cells) + f" | {'…' if lr is None else f'{lr:g}'} |")
-  return "\n".join(lines) + "\n"
+  return tables.pilot_table(study.TUNING, rows, [(arm, None) for arm in study.ARMS], _cell)
 
 
 def grid(rows, hard: bool):
@@ -100,18 +65,14 @@ def grid(rows, hard: bool):
 
 
 def grid_table(cells) -> str:
-  lines = [f"| arm | width | lr | state (floats) | accuracy per seed | mean ± std | seeds ≥ {THRESHOLD} | "
-           f"first step ≥ {THRESHOLD} |", "|---|---|---|---|---|---|---|---|"]
+  body = []
   for arm, w, lr, size, cell, planned in cells:
     accs = [float(r["accuracy"]) for r in cell]
-    per_seed = " / ".join([f"{a:.3f}" for a in accs] + ["…"] * max(0, planned - len(accs)))
-    m, sd, n = common.mean_std(accs) if accs else (0.0, 0.0, 0)
-    mean = "…" if n == 0 else f"{m:.3f}" + (f" ± {sd:.3f}" if n > 1 else " (1 seed)")   # sample std over seeds
     steps = " / ".join("—" if t is None else str(t) for t in map(first_step, cell))
-    size_s = "…" if size is None else f"{int(size):,}"
-    lines.append(f"| {arm} | {w} | {lr:g} | {size_s} | {per_seed} | {mean} | "
-                 f"{sum(a >= THRESHOLD for a in accs)}/{len(accs)} | {steps} |")
-  return "\n".join(lines) + "\n"
+    body.append([arm, w, f"{lr:g}", "…" if size is None else f"{int(size):,}", tables.per_seed(accs, planned),
+                 tables.mean_std(accs, one=" (1 seed)"), f"{sum(a >= THRESHOLD for a in accs)}/{len(accs)}", steps])
+  return tables.markdown(["arm", "width", "lr", "state (floats)", "accuracy per seed", "mean ± std",
+                          f"seeds ≥ {THRESHOLD}", f"first step ≥ {THRESHOLD}"], body)
 
 
 def lrcheck_table(rows) -> str:
@@ -123,7 +84,7 @@ def lrcheck_table(rows) -> str:
     lr, _ = study.best_lr(rows, arm)
     if lr is None or not study.collapses_small(rows, arm, lr):
       continue
-    cells = [_cell(study._main_row(rows, arm, study.CHECK_WIDTH, x)) for x in lrs]  # pylint: disable=protected-access
+    cells = [_cell(study.main_row(rows, arm, study.CHECK_WIDTH, x)) for x in lrs]
     lines.append(f"| {arm} | {lr:g} | " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 
@@ -143,21 +104,19 @@ def seedcheck_table(rows, hard: bool = False) -> str:
     for w in widths:
       failing = study.split_seeds(rows, arm, w, lr, seeds, hard=hard)
       for seed in failing:
-        others = [(s, r) for s in seeds if s != seed and (r := study._main_row(rows, arm, w, lr, s, **extra))]  # pylint: disable=protected-access
-        other = ", ".join(f"{s}: {_fmt(float(r['accuracy']))}" for s, r in others)
-        cells = [_cell(study._main_row(rows, arm, w, x, seed, **extra)) for x in lrs]  # pylint: disable=protected-access
+        others = [(s, r) for s in seeds if s != seed and (r := study.main_row(rows, arm, w, lr, s, **extra))]
+        other = ", ".join(f"{s}: {tables.fmt(float(r['accuracy']))}" for s, r in others)
+        cells = [_cell(study.main_row(rows, arm, w, x, seed, **extra)) for x in lrs]
         longer = {**extra, "train.num_steps": study.SEEDCHECK_STEPS}
-        cells.append(_cell(study._main_row(rows, arm, w, lr, seed, **longer)))  # pylint: disable=protected-access
+        cells.append(_cell(study.main_row(rows, arm, w, lr, seed, **longer)))
         lines.append(f"| {arm} | {w} | {lr:g} | {other} | {seed} | " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 
 
 def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
-  """Prints and returns the tables (writes them to `out`, the rows as .csv beside it); the archived points are
-  restored into `workdir` first unless `archive_dir` is ''."""
-  if archive_dir:
-    archive.restore_all(archive_dir, workdir)
-  rows = load_rows(workdir)
+  """Prints and returns the tables (writes them to `out`, the rows as .csv beside it), from the points in `workdir`
+  once those of `archive_dir` ('' = none) are restored into it."""
+  rows = tables.restored(load_rows, workdir, archive_dir)
   text = ("### Pilot (width 64, (64, 4), seed 0; ↑ = still rising)\n\n" + pilot_table(rows) +
           "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +
           f"\n### Hard point (T=128, 8 kv pairs, {study.HARD_STEPS:,} steps)\n\n" + grid_table(grid(rows, hard=True)) +
@@ -169,25 +128,15 @@ def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
           f"{study.HARD_STEPS:,} steps; ↑ = still rising)\n\n" + seedcheck_table(rows, hard=True))
   common.emit_markdown(text, out)
   if out:
-    with open(os.path.splitext(out)[0] + ".csv", "w", newline="") as f:
-      w = csv.writer(f)
-      w.writerow(["arm", "seq_len", "num_kv_pairs", "width", "lr", "seed", "steps", "state_size", "accuracy",
-                  f"first_step_{THRESHOLD}", "wall_time_s"])
-      for r in rows:
-        if r.get("status") != "ok":
-          continue
-        c, o = r["_config"], r["_overrides"]
-        w.writerow([study.arm_of(r), c.get("data.seq_len"), c.get("data.num_kv_pairs"), o.get("model.d_model"),
-                    o.get("train.learning_rate"), o.get("seed"), c.get("train.num_steps"), r.get("state_size"),
-                    r.get("accuracy"), first_step(r), r.get("wall_time")])
+    tables.write_csv(tables.csv_beside(out), [
+        "arm", "seq_len", "num_kv_pairs", "width", "lr", "seed", "steps", "state_size", "accuracy",
+        f"first_step_{THRESHOLD}", "wall_time_s"], [
+            [study.arm_of(r), r["_config"].get("data.seq_len"), r["_config"].get("data.num_kv_pairs"),
+             r["_overrides"].get("model.d_model"), r["_overrides"].get("train.learning_rate"), r["_overrides"].get("seed"),
+             r["_config"].get("train.num_steps"), r.get("state_size"), r.get("accuracy"), first_step(r),
+             r.get("wall_time")] for r in rows if r.get("status") == "ok"])
   return text
 
 
-def main(argv):
-  del argv
-  write(flags.FLAGS.workdir, flags.FLAGS.archive, flags.FLAGS.out)
-
-
-if __name__ == "__main__":   # flags defined here only: the tests load several table scripts in one process
-  common.define_table_flags("runs/mqar", ARCHIVE)
-  app.run(main)
+if __name__ == "__main__":
+  tables.run_script(write, "runs/mqar", ARCHIVE)

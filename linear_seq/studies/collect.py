@@ -5,7 +5,8 @@ the outputs of the study's extra commands and SUB/sweep_point.json (the sweep ru
 An extra command's evaluation at another length (evaluate's eval_validation_T512.json) gives columns with the
 length appended (bits_per_byte@T512), next to eval.json's.
 A row holds the point's overrides and scalar results; '_overrides', '_config' (flattened), '_metrics' and
-'_workdir' ride along for the report and the plots.
+'_workdir' ride along for the report and the plots, and '_arm' (the study's arm label) for a point that carries
+one (linear_seq.studies.protocol.Point).
 """
 import csv
 import json
@@ -91,8 +92,12 @@ def other_eval_suffix(filename: str) -> str:
 def collect(points: Sequence[Any], statuses: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
   """Rows for sweep points (with .workdir, .overrides, .name and .outputs), in sweep order."""
   statuses = statuses or {}
-  return [collect_point(p.workdir, p.overrides, p.name, statuses.get(p.name, {}).get("status", ""),
+  rows = [collect_point(p.workdir, p.overrides, p.name, statuses.get(p.name, {}).get("status", ""),
                         getattr(p, "outputs", ())) for p in points]
+  for p, row in zip(points, rows):
+    if getattr(p, "arm", ""):   # the study's arm label, carried by a protocol point
+      row["_arm"] = p.arm
+  return rows
 
 
 def value(row: dict[str, Any], key: str) -> Any:

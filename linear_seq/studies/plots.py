@@ -14,8 +14,9 @@ A config's `get_plots()` returns a list of specs (dicts); `draw` writes each to 
       a per-point list stored in SUB/<source> under key y (e.g. loss per position), one line per point.
 x, y and group may also be functions of a row (e.g. an arm label); `where` values may be predicates; `select`, a
 function of the whole list of rows returning the rows to draw, chooses across rows (e.g. each arm's pilot lr).
-Common keys: title, subtitle (default: the setup read from the rows: task, length, steps, seeds, the
-best-over keys), xlabel, ylabel (default: LABELS, words with units), logx, logy, where, figsize, groups (every
+Common keys: title (its `{key}` placeholders, e.g. "trained at T={data.seq_len}", filled from the drawn rows:
+the value they share, or their values joined by '/', so a title says what the points ran), subtitle (default:
+the setup read from the rows: task, length, steps, seeds, the best-over keys), xlabel, ylabel (default: LABELS, words with units), logx, logy, where, figsize, groups (every
 group label of the study in order: a group's colour is its place there, so an arm keeps its colour in a plot
 that draws a subset; otherwise groups take colours in the order they appear). Accuracy
 axes stay inside [0, 1]; legends sit outside the axes. Without specs, one dot plot of the main metric.
@@ -23,6 +24,7 @@ axes stay inside [0, 1]; legends sit outside the axes. Without specs, one dot pl
 import json
 import math
 import os
+import re
 from typing import Any, Sequence
 
 import matplotlib
@@ -302,6 +304,15 @@ def save(fig, workdir: str, png: str) -> list[str]:
   return [base + "." + ext for ext in FORMATS]
 
 
+def fill_title(title: str, rows: Sequence[dict[str, Any]]) -> str:
+  """`title` with each `{key}` (or `{key:format}`, e.g. `{train.num_steps:,}`) replaced by the rows' value of that
+  column or config key (collect.value; several values joined by '/', in order of appearance; '?' for none)."""
+  def values(match) -> str:
+    seen = [v for v in dict.fromkeys(collect.value(r, match.group(1)) for r in rows) if v is not None]
+    return "/".join(format(v, match.group(2) or "") for v in seen) or "?"
+  return re.sub(r"\{([\w.@]+)(?::([^{}]*))?\}", values, title)
+
+
 def titles(fig, ax, title: str, subtitle: str) -> None:
   """The title above the axes and the setup in a smaller grey line under it."""
   if subtitle:
@@ -339,7 +350,7 @@ def draw(specs: Sequence[dict[str, Any]] | None, rows: Sequence[dict[str, Any]],
       ax.grid(alpha=0.3)
       group = spec.get("group")
       legend_outside(ax, label(group) if isinstance(group, str) else "")
-      titles(fig, ax, spec.get("title", ""), spec.get("subtitle", setup_line(kept, spec)))
+      titles(fig, ax, fill_title(spec.get("title", ""), kept), spec.get("subtitle", setup_line(kept, spec)))
       written += save(fig, workdir, spec["file"])
     plt.close(fig)
   return written

@@ -62,6 +62,7 @@ from linear_seq import xla_env
 from linear_seq.studies import archive
 from linear_seq.studies import collect
 from linear_seq.studies import plots as plots_lib
+from linear_seq.studies import protocol
 from linear_seq.studies import report
 
 _NAME_MAX = 120
@@ -92,7 +93,7 @@ def get_points(module, arg: str = "") -> list[dict[str, Any]]:
   points = call_hook(module, "get_sweep", arg=arg)
   if points is None:
     return [{}]
-  points = [dict(p) for p in points]
+  points = [protocol.Point(p, getattr(p, "arm", "")) for p in points]   # a protocol point keeps its arm
   if not points:
     raise ValueError("get_sweep() returned no points")
   return points
@@ -142,6 +143,7 @@ class Point:
   commands: list[list[str]]
   outputs: tuple[str, ...] = ()
   flat_config: dict[str, Any] = dataclasses.field(default_factory=dict)   # the resolved config, flattened
+  arm: str = ""   # the study's arm label, when the point came from linear_seq.studies.protocol (protocol.Point)
 
 
 def make_points(config_arg: str, workdir: str, overrides_list: list[dict[str, Any]], *,
@@ -165,7 +167,7 @@ def make_points(config_arg: str, workdir: str, overrides_list: list[dict[str, An
     extra = [[python, *(a.format(workdir=sub) for a in args)] for args, _ in extra_commands]
     points.append(Point(overrides, name, sub, int(resolved.train.num_steps), [train, evaluate, *extra],
                         tuple(out for _, out in extra_commands),
-                        config_lib.flatten(config_lib.to_dict(resolved))))
+                        config_lib.flatten(config_lib.to_dict(resolved)), getattr(overrides, "arm", "")))
   return points
 
 
@@ -322,7 +324,7 @@ def run_points(points: Sequence[Point], *, parallel: int = 1, log: Callable[[str
 
 # get_followup_sweep is called again with every row so far until it returns no new point (a choice can depend
 # on a follow-up's result: MQAR's main grid needs the pilot's extra learning rate first); a bound on the rounds.
-MAX_FOLLOWUP_ROUNDS = 10
+MAX_FOLLOWUP_ROUNDS = protocol.MAX_ROUNDS
 
 
 def _new_followups(module, arg: str, points: list, rows: list[dict]) -> list[dict]:
@@ -365,14 +367,10 @@ def redraw_plots(config_arg: str, workdir: str, *, base_config: ml_collections.C
   points = make_points(config_arg, workdir, get_points(module, arg), **kw)
   csv_path = os.path.join(workdir, "results.csv")
   if any(os.path.isdir(p.workdir) for p in points) or not os.path.exists(csv_path):
-    rows = collect.collect(points)
-    for _ in range(MAX_FOLLOWUP_ROUNDS):  # the follow-up points that have run, chosen as the sweep would
-      more = _new_followups(module, arg, points, rows)
-      ran = [p for p in make_points(config_arg, workdir, more, **kw) if os.path.isdir(p.workdir)]
-      if not ran:
-        break
-      points += ran
-      rows = collect.collect(points)
+    ran = lambda overrides: [p for p in make_points(config_arg, workdir, overrides, **kw) if os.path.isdir(p.workdir)]
+    # the follow-up points that have run, chosen as the sweep would
+    _, rows = protocol.replay([p.overrides for p in points], lambda rows: call_hook(
+        module, "get_followup_sweep", rows, arg=arg) or [], lambda overrides: collect.collect(ran(overrides)))
   else:
     rows = collect.rows_from_csv(csv_path, base_config, {p.name: p.overrides for p in points})
     curves = os.path.exists(os.path.join(workdir, collect.CURVES_FILE))

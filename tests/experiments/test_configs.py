@@ -139,7 +139,7 @@ def test_mqar_2026_11_followup_uses_each_arms_best_learning_rate_at_the_largest_
 def _pilot_row(module, arm, lr, curve):
   """A finished seed-0 pilot row of `arm` at `lr` whose eval accuracy follows `curve` (every 250 steps)."""
   metrics = [{"step": 250 * (i + 1), "eval_accuracy": a} for i, a in enumerate(curve)]
-  return {"_overrides": module._point(arm, module.PILOT_WIDTH, lr, 0), "status": "ok", "accuracy": curve[-1],
+  return {"_overrides": module.point(arm, module.PILOT_WIDTH, lr, 0), "status": "ok", "accuracy": curve[-1],
           "_metrics": metrics}
 
 
@@ -153,8 +153,8 @@ def test_mqar_study_learning_rate_from_the_pilot():
   assert module.still_rising(rows[3]) and not module.still_rising(rows[2])
   assert not module.still_rising(_pilot_row(module, "s4", 3e-3, [0.1, 0.1, 0.2, 0.5, 0.99, 0.995]))
   lr, todo = module.best_lr(rows, "s4")
-  assert lr is None and todo == [module._point("s4", 64, 1e-2, 0)]
-  assert module.best_lr(rows, "softmax") == (None, [module._point("softmax", 64, lr, 0) for lr in (1e-3, 3e-3)])
+  assert lr is None and todo == [module.point("s4", 64, 1e-2, 0)]
+  assert module.best_lr(rows, "softmax") == (None, [module.point("softmax", 64, lr, 0) for lr in (1e-3, 3e-3)])
   assert module.get_followup_sweep(rows, "stage=pilot,arms=gla+s4") == todo
   main = module.get_followup_sweep(rows, "stage=main,arms=gla+s4")
   assert main[0] == todo[0] and len(main) == 1 + 9  # s4 waits for its 1e-2 point; gla: 3 widths x 3 seeds
@@ -187,12 +187,12 @@ def test_mqar_lrcheck_reruns_a_width_32_collapse_at_the_other_rates():
   module = sweep.load_study(_path("mqar"))
   rows = [_pilot_row(module, "gla", 1e-3, [0.9] * 6), _pilot_row(module, "gla", 3e-3, [0.5] * 6),
           _pilot_row(module, "s4", 1e-3, [0.2] * 6)]
-  small = {"_overrides": module._point("gla", 32, 1e-3, 0), "status": "ok", "accuracy": 0.2, "_metrics": []}
-  base = [module._point("gla", w, 1e-3, 0) for w in (32, 64)]
+  small = {"_overrides": module.point("gla", 32, 1e-3, 0), "status": "ok", "accuracy": 0.2, "_metrics": []}
+  base = [module.point("gla", w, 1e-3, 0) for w in (32, 64)]
   assert module.get_followup_sweep(rows, "stage=lrcheck,arms=gla") == base   # width 32 not run yet
   assert module.collapses_small(rows + [small], "gla", 1e-3)
   assert module.get_followup_sweep(rows + [small], "stage=lrcheck,arms=gla+s4") == (
-      [module._point("s4", 64, 3e-3, 0)] + base + [module._point("gla", 32, lr, 0) for lr in (3e-3, 1e-2)])
+      [module.point("s4", 64, 3e-3, 0)] + base + [module.point("gla", 32, lr, 0) for lr in (3e-3, 1e-2)])
   assert not module.collapses_small(rows + [{**small, "accuracy": 0.6}], "gla", 1e-3)
   assert not module.collapses_small(rows + [{**small, "status": "failed"}], "gla", 1e-3)
 
@@ -205,7 +205,7 @@ def test_mqar_seedcheck_reruns_the_failing_seed_of_a_split_cell_at_the_other_rat
   pilot = [_pilot_row(module, "gla", 1e-3, [0.9] * 6), _pilot_row(module, "gla", 3e-3, [0.5] * 6)]
 
   def main(width, seed, acc):
-    return {"_overrides": module._point("gla", width, 1e-3, seed), "status": "ok", "accuracy": acc, "_metrics": []}
+    return {"_overrides": module.point("gla", width, 1e-3, seed), "status": "ok", "accuracy": acc, "_metrics": []}
 
   rows = pilot + [main(32, 0, 0.92), main(32, 1, 0.25), main(128, 0, 0.3), main(128, 1, 0.4)]
   assert module.split_seeds(rows, "gla", 32, 1e-3) == [1]
@@ -213,9 +213,9 @@ def test_mqar_seedcheck_reruns_the_failing_seed_of_a_split_cell_at_the_other_rat
   assert module.split_seeds(rows, "gla", 64, 1e-3) == []           # the pilot point alone (one seed)
   assert module.split_seeds(rows, "gla", 32, 1e-3, seeds=(1,)) == []
   got = module.get_followup_sweep(rows, "stage=seedcheck,arms=gla,seeds=0+1")
-  grid = [module._point("gla", w, 1e-3, s) for s in (0, 1) for w in (32, 64, 128)]
-  longer = module._point("gla", 32, 1e-3, 1, **{"train.num_steps": 3000})
-  assert got == grid + [module._point("gla", 32, lr, 1) for lr in (3e-3, 1e-2)] + [longer]
+  grid = [module.point("gla", w, 1e-3, s) for s in (0, 1) for w in (32, 64, 128)]
+  longer = module.point("gla", 32, 1e-3, 1, **{"train.num_steps": 3000})
+  assert got == grid + [module.point("gla", 32, lr, 1) for lr in (3e-3, 1e-2)] + [longer]
   assert module.chosen(rows + [main(32, 1, 0.9) | {"_overrides": got[-2]}]) == module.chosen(rows)  # off-rate
   for spec in module.get_plots("")[:2]:   # the longer run is at the chosen rate: the plots' budget keeps it out
     grid_rows = [r | {"_config": {"data.seq_len": 64, "train.num_steps": 1500}} for r in rows]
@@ -233,7 +233,7 @@ def test_mqar_seedcheck_hard_checks_the_hard_grid():
   assert extra == {**module.HARD, "train.num_steps": module.HARD_STEPS}
 
   def row(seed, acc, **more):
-    return {"_overrides": module._point("gla", 64, 1e-3, seed, **more), "status": "ok", "accuracy": acc,
+    return {"_overrides": module.point("gla", 64, 1e-3, seed, **more), "status": "ok", "accuracy": acc,
             "_metrics": []}
 
   main_split = pilot + [row(1, 0.1)]                   # main grid: seed 0 (the pilot point) 0.9, seed 1 0.1
@@ -242,11 +242,11 @@ def test_mqar_seedcheck_hard_checks_the_hard_grid():
   rows = pilot + [row(0, 0.99, **extra), row(1, 0.03, **extra)]
   assert module.split_seeds(rows, "gla", 64, 1e-3, seeds=(0, 1), hard=True) == [1]
   got = module.get_followup_sweep(rows, "stage=seedcheck,hard=True,arms=gla,widths=64")
-  grid = [module._point("gla", 64, 1e-3, s, **extra) for s in (0, 1)]
-  checks = [module._point("gla", 64, lr, 1, **extra) for lr in (3e-3, 1e-2)]
-  longer = module._point("gla", 64, 1e-3, 1, **{**extra, "train.num_steps": module.SEEDCHECK_STEPS})
+  grid = [module.point("gla", 64, 1e-3, s, **extra) for s in (0, 1)]
+  checks = [module.point("gla", 64, lr, 1, **extra) for lr in (3e-3, 1e-2)]
+  longer = module.point("gla", 64, 1e-3, 1, **{**extra, "train.num_steps": module.SEEDCHECK_STEPS})
   assert got == grid + checks + [longer]
-  assert module.get_followup_sweep(rows, "stage=seedcheck,arms=gla,widths=64")[-1] == module._point(
+  assert module.get_followup_sweep(rows, "stage=seedcheck,arms=gla,widths=64")[-1] == module.point(
       "gla", 64, 1e-3, 2)                               # without hard=True: the main grid's seeds, no checks
   with pytest.raises(ValueError, match="hard=True is a seedcheck option"):
     module.get_sweep("stage=main,hard=True")
@@ -280,7 +280,7 @@ def test_lm_study_learning_rate_from_the_pilot():
   gla_width, sm_width = pilot[0]["model.d_model"], pilot[3]["model.d_model"]
   assert module.best_lr(rows, "gla", gla_width) == (3e-3, [])
   lr, todo = module.best_lr(rows, "softmax", sm_width)
-  assert lr is None and todo == [module._point("softmax", sm_width, 3e-2, 0)]
+  assert lr is None and todo == [module.point("softmax", sm_width, 3e-2, 0)]
   assert module.get_followup_sweep(rows, "stage=pilot," + arg) == todo
   main = module.get_followup_sweep(rows, "stage=main," + arg)
   assert main[0] == todo[0] and [(p["model.mixer"], p["seed"]) for p in main[1:]] == [("gla", s) for s in range(3)]
@@ -297,10 +297,7 @@ def test_lm_study_learning_rate_from_the_pilot():
 def test_hybrids_learning_rate_steps_past_the_grid_edge():
   """A best rate at the grid's edge runs seed 0 once more one ladder step further out (3e-4 below 1e-3, 1e-2
   above 3e-3); the step wins only when strictly better, and the seeds wait for it; an inner best does not step."""
-  module = sweep.load_study(_path("hybrids"))
-  assert [module.step_out(lr, (1e-3, 3e-3)) for lr in (1e-3, 3e-3)] == [3e-4, 1e-2]
-  assert module.step_out(3e-3, (1e-3, 3e-3, 1e-2)) is None and module.step_out(1e-3, (1e-3,)) is None
-  assert module.step_out(2e-3, (2e-3, 5e-3)) == pytest.approx(2e-3 / 3)   # off the ladder: a factor 3
+  module = sweep.load_study(_path("hybrids"))   # the rule itself: tests/studies/test_protocol.py
   assert module.rates("task=mqar") == [3e-4, 1e-3, 3e-3, 1e-2] and module.rates("task=lm,edge=False") == [3e-3, 1e-2]
   arg = "task=mqar,arms=gla-softmax+softmax2,seeds=2"
   first = module.get_sweep(arg)

@@ -43,7 +43,7 @@ def test_tables(table, tmp_path, monkeypatch):
   ref = {"mqar": 32, "lm": 128}
   monkeypatch.setattr(study, "widths", lambda arg="": {(a, ref[t]): w for t in ref if f"task={t}" in arg
                                                        for a, w in WIDTHS[t].items()})
-  pt = study._point  # pylint: disable=protected-access
+  pt = study.point
   mq, lm_wd, lm_study_wd = (str(tmp_path / d) for d in ("mqar", "lm", "lm_study"))
   ws = study.widths("task=mqar")
   # MQAR: gla-softmax best at 1e-3 (both seeds; its step out to 3e-4 worse), gla2 at 3e-3 (1e-2 worse),
@@ -67,7 +67,7 @@ def test_tables(table, tmp_path, monkeypatch):
   wl = study.widths("task=lm")
   for lr, seed, bits in [(3e-3, 0, 2.40), (1e-2, 0, 2.36), (1e-2, 1, 2.37), (1e-3, 0, 2.5), (3e-2, 0, 2.38),
                          (3e-4, 0, 2.6)]:
-    _write_point(lm_study_wd, lm._point("gla", wl["gla2", 128], lr, seed), {"bits_per_byte": bits})  # pylint: disable=protected-access
+    _write_point(lm_study_wd, lm.point("gla", wl["gla2", 128], lr, seed), {"bits_per_byte": bits})
   for lr, seed, bits in [(3e-3, 0, 2.30), (1e-2, 0, 2.35), (3e-3, 1, 2.31), (1e-3, 0, 2.32)]:
     _write_point(lm_wd, pt("deltanet-softmax", wl["deltanet-softmax", 128], lr, seed), {"bits_per_byte": bits})
   # gla3-softmax: its grid has run, the step past its edge (3e-2) not yet -> provisional (†)

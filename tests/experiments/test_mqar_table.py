@@ -39,7 +39,7 @@ def _write_point(workdir, overrides, curve, *, state_size=1000, seq_len=64, step
 def test_tables_from_a_sweep_directory(table, tmp_path):
   study = table.study
   wd = str(tmp_path / "runs")
-  pt = study._point  # pylint: disable=protected-access
+  pt = study.point
   # gla: 1e-3 wins the pilot; its grid has seed 0 at widths 32 (collapsed) and 64 (the pilot point), seed 1 at 64.
   _write_point(wd, pt("gla", 64, 1e-3, 0), [0.5, 0.8, 0.92, 0.95, 0.96, 0.97], state_size=2048)
   _write_point(wd, pt("gla", 64, 3e-3, 0), [0.3] * 6)

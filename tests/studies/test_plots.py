@@ -112,3 +112,12 @@ def test_groups_keep_their_colour_in_a_plot_of_a_subset():
   plots._draw_xy(ax, [r for r in rows if r["m"] == "c"], {**spec, "groups": ()})  # pylint: disable=protected-access
   assert ax.get_lines()[0].get_color() == plots._COLORS[0]  # pylint: disable=protected-access
   plots.plt.close("all")
+
+
+def test_a_title_says_what_the_drawn_points_ran():
+  """`{key}` placeholders come from the rows (a tiny sweep at T=32 is not titled T=128)."""
+  rows = [{"_config": {"data.seq_len": 32, "train.num_steps": 1200}, "seed": s} for s in (0, 1)]
+  assert plots.fill_title("trained at T={data.seq_len}, {train.num_steps:,} steps", rows) == (
+      "trained at T=32, 1,200 steps")
+  assert plots.fill_title("seeds {seed}; {model.width}", rows) == "seeds 0/1; ?"
+  assert plots.fill_title("no placeholders", rows) == "no placeholders"

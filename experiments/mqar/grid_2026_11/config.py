@@ -20,20 +20,16 @@ plateau: 1500 steps needs the larger learning rate; see the README.)
 import os
 
 from linear_seq import config_lib
+from linear_seq.studies import protocol
 
 STUDY = "mqar_2026_11"
 _MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "configs", "mqar.py")
 OPTIONS = ("tiny", "followup", "seeds", "arms", "best_seeds")
 
-# Arms: label -> overrides. Linear attention runs with two feature maps (elu1: the classic; relu).
-ARMS = {
-    "softmax": {"model.mixer": "softmax"},
-    "linear-elu1": {"model.mixer": "linear", "model.feature_map": "elu1"},
-    "linear-relu": {"model.mixer": "linear", "model.feature_map": "relu"},
-    "retention": {"model.mixer": "retention"},
-    "gla": {"model.mixer": "gla"},
-    "s4": {"model.mixer": "s4"},
-}
+# Arms: label -> overrides, the MQAR study's first six (linear attention with two feature maps: elu1, the
+# classic, and relu).
+_STUDY = config_lib.load_module(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "config.py"))
+ARMS = {a: _STUDY.ARMS[a] for a in ("softmax", "linear-elu1", "linear-relu", "retention", "gla", "s4")}
 WIDTHS = (32, 64)
 LEARNING_RATES = (3e-3, 1e-2)
 HARD = {"data.seq_len": 128, "data.num_kv_pairs": 8}
@@ -43,20 +39,16 @@ TINY_ARMS = ("softmax", "gla")
 def get_config(arg: str = ""):
   """configs/mqar.py's setup (vocab 1024, T=64, 4 kv pairs, batch 64, 2 layers, 2 heads, no MLP, conv 4, 1500
   steps), evaluated in 4 batches of 250 (tiny: its own tiny setup)."""
-  # setup=2026-11: the setup these committed results were run with (configs/mqar.py's default changed after
+  # setup=block-conv: the setup these committed results were run with (configs/mqar.py's default changed after
   # experiments/mqar/ablation.py; this grid is rerun on the new one in issue 11's part 2).
   if config_lib.parse_options(arg, OPTIONS).get("tiny"):
-    return config_lib.load_config(f"{_MQAR}:tiny=True,setup=2026-11")
-  return config_lib.apply_overrides(config_lib.load_config(f"{_MQAR}:setup=2026-11"), {"eval.batch_size": 250})
+    return config_lib.load_config(f"{_MQAR}:tiny=True,setup=block-conv")
+  return config_lib.apply_overrides(config_lib.load_config(f"{_MQAR}:setup=block-conv"), {"eval.batch_size": 250})
 
 
 def arm_of(row: dict) -> str:
   """The arm label of a result row (mixer, plus the feature map for linear attention)."""
-  overrides = row.get("_overrides", row)
-  for label, arm in ARMS.items():
-    if all(overrides.get(k) == v for k, v in arm.items()):
-      return label
-  return str(overrides.get("model.mixer"))
+  return protocol.arm_of(row, ARMS)
 
 
 def _arms(opts) -> list[str]:

@@ -1,0 +1,272 @@
+"""The studies' shared protocol: a study declares its arms, cells, seeds and learning-rate rule; this turns the
+declaration into the sweep's points and follow-up rounds (the hooks of linear_seq.studies.sweep), and replays
+those rounds for a study's tables.
+
+  ARMS = {"softmax": {"model.mixer": "softmax"}, "gla": {"model.mixer": "gla"}}
+  RULE = protocol.LrRule(grid=(1e-3, 3e-3), metric="accuracy", direction="max", edge="up",
+                         condition=still_rising, condition_text="still rising")
+  TUNING = protocol.Tuning(RULE, pilot=lambda arm, cell, lr: protocol.point(ARMS, arm, {"model.d_model": 64}, lr, 0))
+  TUNING.decide(rows, "gla", 64)      # Decision(lr=..., todo=(points still to run before it is known), grid_best=...)
+
+The learning-rate rule, once for every study: seed 0 runs at every rate of the grid; the best (by the metric, in
+its direction) wins, ties to the smaller rate; a failed point (or one whose metric is missing or NaN) loses. When
+the best is at an edge of the grid that the rule steps past (edge 'up': the largest rate; 'both': either) and
+the stated condition holds for its point (e.g. still rising; none: always), seed 0 runs once more one step
+further out on the 1-3-10 ladder (LADDER), and that rate wins if it is strictly better; it is not extended
+further. A one-rate grid never steps.
+
+Points carry their arm (`Point.arm`, a dict of overrides with the label beside it), so a table never guesses an
+arm back from overrides; the sweep keeps it (sweep.Point.arm) and collect puts it in each row as '_arm'.
+"""
+import dataclasses
+import math
+from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+
+Row = dict[str, Any]
+
+# The rates a grid's edge steps out to: the next on this ladder (x3 or /3 for a rate off it).
+LADDER = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
+EDGES = ("none", "up", "both")
+DIRECTIONS = ("max", "min")
+# A row's status once its point has run: a failed point is known (it loses), an unfinished one is not.
+DONE = ("ok", "skipped", "failed")
+# The follow-up rounds a sweep runs, and a table replays, at most (the sweep's MAX_FOLLOWUP_ROUNDS).
+MAX_ROUNDS = 10
+
+
+# The mixers' usual arms (label -> overrides), that a study picks by label in its own order (protocol.arms).
+MIXER_ARMS = {
+    "softmax": {"model.mixer": "softmax"},
+    "linear": {"model.mixer": "linear"},
+    "retention": {"model.mixer": "retention"},
+    "gla": {"model.mixer": "gla"},
+    "s4": {"model.mixer": "s4"},
+    "deltanet": {"model.mixer": "deltanet", "model.delta_gate": "none"},
+    "deltanet-scalar": {"model.mixer": "deltanet", "model.delta_gate": "scalar"},
+    "deltanet-channel": {"model.mixer": "deltanet", "model.delta_gate": "channel"},
+    "mamba2": {"model.mixer": "mamba2"},
+}
+
+
+def arms(*labels: str) -> dict[str, dict[str, Any]]:
+  """{label: MIXER_ARMS[label]} for `labels`, in their order (copies: a study may extend one)."""
+  return {label: dict(MIXER_ARMS[label]) for label in labels}
+
+
+class Point(dict):
+  """A sweep point's overrides with its arm's label beside them (`.arm`): dict(point) is the overrides alone,
+  which name its sub-workdir and its archive file."""
+
+  def __init__(self, overrides: Mapping[str, Any], arm: str = ""):
+    super().__init__(overrides)
+    self.arm = arm
+
+
+def point(arms: Mapping[str, Mapping[str, Any]], arm: str, cell: Mapping[str, Any], lr: float | None, seed: int,
+          extra: Mapping[str, Any] | None = None) -> Point:
+  """{**arm's overrides, **cell, train.learning_rate (unless None), seed, **extra}, in that order (the order
+  names the point's sub-workdir), carrying the arm's label."""
+  overrides = {**arms[arm], **cell}
+  if lr is not None:
+    overrides["train.learning_rate"] = lr
+  overrides["seed"] = seed
+  overrides.update(extra or {})
+  return Point(overrides, arm)
+
+
+def arm_of(row: Row, arms: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+  """The arm a row's point carries ('_arm', set by collect from a protocol point). A row without one (rebuilt from
+  a results.csv, or an override dict): the most specific of `arms` whose overrides it has, else its mixer."""
+  if row.get("_arm"):
+    return row["_arm"]
+  overrides = row.get("_overrides", row)
+  for label, arm in sorted((arms or {}).items(), key=lambda kv: -len(kv[1])):
+    if all(overrides.get(k) == v for k, v in arm.items()):
+      return label
+  return str(overrides.get("model.mixer", ""))
+
+
+def choice(opts: Mapping[str, Any], key: str, valid: Sequence[str], default: str) -> str:
+  """A config option that names one of `valid` (e.g. stage=pilot), `default` when absent."""
+  value = str(opts.get(key, default))
+  if value not in valid:
+    raise ValueError(f"unknown {key} {value!r}; valid: {', '.join(valid)}")
+  return value
+
+
+def seeds(value: int | str | Sequence[int], within: Sequence[int] | None = None, where: str = "this stage"
+          ) -> tuple[int, ...]:
+  """A study's seeds from one spec: a count (3 -> seeds 0, 1, 2) or an explicit list (0+2, or a sequence).
+  `within` (a stage's fixed seeds): the spec selects among them (a single number is then one of them, 1 -> (1,)),
+  and a seed outside them is an error."""
+  if isinstance(value, str) and "+" in value or isinstance(value, (list, tuple)):
+    out = tuple(int(s) for s in (value.split("+") if isinstance(value, str) else value))
+  elif within is not None:
+    out = (int(value),)
+  else:
+    n = int(value)
+    if n < 1:
+      raise ValueError(f"seeds must be >= 1, got {value!r}")
+    return tuple(range(n))
+  if any(s < 0 for s in out) or len(set(out)) != len(out):
+    raise ValueError(f"seeds must be distinct non-negative integers, got {value!r}")
+  if within is not None and not set(out) <= set(within):
+    raise ValueError(f"seeds={value}: {where} runs seeds {'+'.join(map(str, within))}")
+  return out
+
+
+def ladder_step(lr: float, up: bool) -> float:
+  """The rate one step up (or down) the 1-3-10 ladder from `lr`; x3 (or /3) for a rate off it."""
+  i = next((i for i, x in enumerate(LADDER) if math.isclose(x, lr, rel_tol=1e-9)), None)
+  if i is None or not 0 <= i + (1 if up else -1) < len(LADDER):
+    return lr * 3 if up else lr / 3
+  return LADDER[i + (1 if up else -1)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+  """A rule's answer for one arm and cell: the rate (None until known), the rates still to run before it is
+  known, and the grid's best (None until the grid has finished; what a table shows as provisional)."""
+  lr: float | None
+  todo: tuple[float, ...] = ()
+  grid_best: float | None = None
+
+  def provisional(self) -> float | None:
+    """The rate, or the grid's best while the step past its edge is still to run."""
+    return self.grid_best if self.lr is None else self.lr
+
+
+@dataclasses.dataclass(frozen=True)
+class LrRule:
+  """A learning-rate rule: the grid, the step past its edge, the metric and its direction (module docstring)."""
+  grid: tuple[float, ...]
+  metric: str = "accuracy"
+  direction: str = "max"          # 'max': higher is better (accuracy); 'min': lower (bits/byte, loss)
+  edge: str = "none"              # 'none' | 'up' (past the largest rate) | 'both'
+  condition: Callable[[Row], bool] | None = None   # the step is taken only when the best point meets it
+  condition_text: str = ""        # what the condition says, for the tables ("still rising")
+
+  def __post_init__(self):
+    if not self.grid or any(not lr > 0 for lr in self.grid):
+      raise ValueError(f"a learning-rate grid is positive rates, got {self.grid!r}")
+    if self.edge not in EDGES:
+      raise ValueError(f"edge must be one of {', '.join(EDGES)}, got {self.edge!r}")
+    if self.direction not in DIRECTIONS:
+      raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
+
+  def score(self, row: Row | None) -> float:
+    """The row's metric signed so that lower is better; a missing, failed, non-numeric or NaN point: +inf."""
+    value = None if row is None else row.get(self.metric)
+    if row is None or row.get("status") not in ("ok", "skipped") or not isinstance(value, (int, float)):
+      return math.inf
+    if value != value:
+      return math.inf
+    return -float(value) if self.direction == "max" else float(value)
+
+  def step(self, lr: float) -> float | None:
+    """The rate past the grid's edge beyond `lr` when `lr` is at an edge this rule steps past, else None."""
+    grid = sorted(self.grid)
+    if len(grid) < 2 or self.edge == "none":
+      return None
+    if lr == grid[-1]:
+      return ladder_step(lr, up=True)
+    if lr == grid[0] and self.edge == "both":
+      return ladder_step(lr, up=False)
+    return None
+
+  def rates(self) -> list[float]:
+    """Every rate a seed-0 point may run at: the grid and the steps past its edges (ascending)."""
+    steps = [self.step(lr) for lr in (min(self.grid), max(self.grid))]
+    return sorted(set(self.grid) | {s for s in steps if s is not None})
+
+  def decide(self, by_lr: Mapping[float, Row]) -> Decision:
+    """The decision from the seed-0 rows by rate (rows not yet run, or unfinished, are not known)."""
+    done = {lr: r for lr, r in by_lr.items() if r is not None and r.get("status") in DONE}
+    missing = tuple(lr for lr in self.grid if lr not in done)
+    if missing:
+      return Decision(None, missing, None)
+    best = min(self.grid, key=lambda lr: (self.score(done[lr]), lr))
+    step = self.step(best)
+    if step is None or (self.condition is not None and not self.condition(done[best])):
+      return Decision(best, (), best)
+    if step not in done:
+      return Decision(None, (step,), best)
+    return Decision(step if self.score(done[step]) < self.score(done[best]) else best, (), best)
+
+
+def key(overrides: Mapping[str, Any]) -> str:
+  """A point's identity: its overrides, in order (as its sweep sub-workdir name is)."""
+  return repr(list(overrides.items()))
+
+
+def index(rows: Iterable[Row]) -> dict[str, Row]:
+  """{protocol.key(overrides): row}, the later row winning."""
+  return {key(r["_overrides"]): r for r in rows}
+
+
+class Tuning:
+  """The rule applied per (arm, cell): `pilot(arm, cell, lr)` is the seed-0 point that tries rate lr for them
+  (a study's pilot; the chosen rate then serves every point of the arm that names this cell)."""
+
+  def __init__(self, rule: LrRule, pilot: Callable[[str, Hashable, float], Point]):
+    self.rule, self.pilot = rule, pilot
+
+  def pilot_rows(self, rows: Iterable[Row] | Mapping[str, Row], arm: str, cell: Hashable = None) -> dict[float, Row]:
+    """{rate: the row of (arm, cell)'s seed-0 point at it} over the rule's rates, for those with a row."""
+    by_key = rows if isinstance(rows, Mapping) else index(rows)
+    found = {lr: by_key.get(key(self.pilot(arm, cell, lr))) for lr in self.rule.rates()}
+    return {lr: r for lr, r in found.items() if r is not None}
+
+  def decide(self, rows: Iterable[Row] | Mapping[str, Row], arm: str, cell: Hashable = None) -> Decision:
+    """The rule's decision for (arm, cell) from the rows (a list, or protocol.index(rows) to reuse)."""
+    return self.rule.decide(self.pilot_rows(rows, arm, cell))
+
+  def lr(self, rows, arm: str, cell: Hashable = None, provisional: bool = False) -> float | None:
+    decision = self.decide(rows, arm, cell)
+    return decision.provisional() if provisional else decision.lr
+
+  def plan(self, rows, keys: Iterable[tuple[str, Hashable]], provisional: bool = False
+           ) -> tuple[dict[tuple[str, Hashable], float | None], list[Point]]:
+    """({(arm, cell): rate or None}, the steps past the grid's edge still to run, in `keys`' order; the grid's
+    own points are the study's first points, so they are not listed)."""
+    by_key = index(rows)
+    lrs, todo = {}, []
+    for arm, cell in keys:
+      d = self.decide(by_key, arm, cell)
+      lrs[arm, cell] = d.provisional() if provisional else d.lr
+      todo += [self.pilot(arm, cell, lr) for lr in d.todo if lr not in self.rule.grid]
+    return lrs, todo
+
+
+def seed_major(seeds_: Iterable[int], keys: Iterable[Any], make: Callable[[int, Any], Point | None]) -> list[Point]:
+  """make(seed, key) for every key of seed 0 before seed 1 (so a partial run is balanced); None is skipped."""
+  keys = list(keys)
+  return [p for s in seeds_ for k in keys if (p := make(s, k)) is not None]
+
+
+def new_points(points: Iterable[Mapping[str, Any]], known: Iterable[Mapping[str, Any]] = ()) -> list:
+  """`points` less those in `known` and less repeats, in order."""
+  out, seen = [], list(known)
+  for p in points:
+    if p not in seen:
+      seen.append(p)
+      out.append(p)
+  return out
+
+
+def replay(first: Sequence[Mapping[str, Any]], followup: Callable[[list[Row]], Iterable[Mapping[str, Any]]],
+           rows_of: Callable[[list], list[Row]], rounds: int = MAX_ROUNDS) -> tuple[list, list[Row]]:
+  """The sweep's follow-up rounds replayed for a table: `rows_of(points)` are the rows of those points that have
+  run (a sub-workdir), `followup(rows)` the study's hook. Round after round until the hook adds no point or none
+  of its new points has run, at most `rounds`. Returns (every point listed, the rows of those that ran)."""
+  points = list(first)
+  rows = rows_of(points)
+  for _ in range(rounds):
+    more = new_points(followup(rows), points)
+    if not more:
+      break
+    points += more
+    if not rows_of(more):
+      break
+    rows = rows_of(points)
+  return points, rows

@@ -1,0 +1,162 @@
+"""linear_seq.studies.protocol: the learning-rate rule (edges, condition, ties, failures, directions), the point
+that carries its arm, seeds' one spec, and the bounded replay of follow-up rounds."""
+import math
+
+import pytest
+
+from linear_seq.studies import protocol
+from linear_seq.studies import sweep
+
+ARMS = {"softmax": {"model.mixer": "softmax"}, "gla": {"model.mixer": "gla", "model.conv_width": 4}}
+
+
+def _row(value, metric="accuracy", status="ok", **more):
+  return {"status": status, metric: value, **more}
+
+
+GRID = (1e-3, 3e-3)
+
+
+def test_the_best_of_the_grid_wins_in_the_metric_direction():
+  up = protocol.LrRule(GRID, metric="accuracy", direction="max")
+  down = protocol.LrRule(GRID, metric="bits_per_byte", direction="min")
+  assert up.decide({1e-3: _row(0.9), 3e-3: _row(0.8)}) == protocol.Decision(1e-3, (), 1e-3)
+  assert up.decide({1e-3: _row(0.8), 3e-3: _row(0.9)}).lr == 3e-3
+  bits = lambda v: _row(v, "bits_per_byte")
+  assert down.decide({1e-3: bits(2.0), 3e-3: bits(2.1)}).lr == 1e-3
+  assert down.decide({1e-3: bits(2.1), 3e-3: bits(2.0)}).lr == 3e-3
+
+
+def test_ties_go_to_the_smaller_rate():
+  for direction in ("max", "min"):
+    rule = protocol.LrRule((1e-2, 1e-3, 3e-3), metric="m", direction=direction)
+    assert rule.decide({lr: _row(0.5, "m") for lr in rule.grid}).lr == 1e-3
+
+
+@pytest.mark.parametrize("bad", [_row(0.0, status="failed"), _row(math.nan), _row(None), {"status": "ok"}])
+def test_a_failed_or_nan_point_loses(bad):
+  for direction, worse in (("max", -1.0), ("min", 99.0)):
+    rule = protocol.LrRule(GRID, metric="accuracy", direction=direction)
+    assert rule.decide({1e-3: bad, 3e-3: _row(worse)}).lr == 3e-3
+    assert rule.score(bad) == math.inf
+
+
+def test_a_grid_point_not_yet_run_or_unfinished_leaves_the_rate_unknown():
+  rule = protocol.LrRule(GRID)
+  assert rule.decide({1e-3: _row(0.9)}) == protocol.Decision(None, (3e-3,), None)
+  assert rule.decide({1e-3: _row(0.9), 3e-3: {"status": "no eval.json"}}).todo == (3e-3,)
+  assert rule.decide({}).todo == GRID
+
+
+def test_edge_none_never_steps_and_up_steps_past_the_largest_rate_only():
+  assert protocol.LrRule(GRID, edge="none").decide({1e-3: _row(0.1), 3e-3: _row(0.9)}) == protocol.Decision(
+      3e-3, (), 3e-3)
+  up = protocol.LrRule(GRID, edge="up")
+  assert up.rates() == [1e-3, 3e-3, 1e-2]
+  assert up.decide({1e-3: _row(0.9), 3e-3: _row(0.1)}).lr == 1e-3          # the lower edge: no step down
+  assert up.decide({1e-3: _row(0.1), 3e-3: _row(0.9)}) == protocol.Decision(None, (1e-2,), 3e-3)
+  assert up.decide({1e-3: _row(0.1), 3e-3: _row(0.9), 1e-2: _row(0.95)}).lr == 1e-2
+  assert up.decide({1e-3: _row(0.1), 3e-3: _row(0.9), 1e-2: _row(0.9)}).lr == 3e-3   # a tie: not strictly better
+  assert up.decide({1e-3: _row(0.1), 3e-3: _row(0.9), 1e-2: _row(0.0, status="failed")}).lr == 3e-3
+
+
+def test_edge_both_steps_down_and_up_on_the_ladder_once():
+  rule = protocol.LrRule((1e-3, 3e-3, 1e-2), metric="bits_per_byte", direction="min", edge="both")
+  bits = lambda v: _row(v, "bits_per_byte")
+  assert rule.rates() == [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
+  assert rule.decide({1e-3: bits(2.0), 3e-3: bits(2.1), 1e-2: bits(2.2)}).todo == (3e-4,)
+  assert rule.decide({1e-3: bits(2.2), 3e-3: bits(2.1), 1e-2: bits(2.0)}).todo == (3e-2,)
+  assert rule.decide({1e-3: bits(2.2), 3e-3: bits(2.0), 1e-2: bits(2.1)}) == protocol.Decision(3e-3, (), 3e-3)
+  done = {1e-3: bits(2.2), 3e-3: bits(2.1), 1e-2: bits(2.0), 3e-2: bits(1.9)}
+  assert rule.decide(done) == protocol.Decision(3e-2, (), 1e-2)    # wins, and is not extended further
+  assert rule.decide({**done, 3e-2: _row(1.0, "bits_per_byte", status="failed")}).lr == 1e-2
+
+
+def test_a_one_rate_grid_never_steps():
+  rule = protocol.LrRule((3e-3,), edge="both")
+  assert rule.rates() == [3e-3] and rule.decide({3e-3: _row(0.5)}) == protocol.Decision(3e-3, (), 3e-3)
+
+
+def test_the_stated_condition_gates_the_step():
+  rule = protocol.LrRule(GRID, edge="up", condition=lambda r: r.get("rising", False), condition_text="rising")
+  assert rule.decide({1e-3: _row(0.1), 3e-3: _row(0.9)}).lr == 3e-3
+  assert rule.decide({1e-3: _row(0.1), 3e-3: _row(0.9, rising=True)}).todo == (1e-2,)
+
+
+def test_provisional_is_the_grid_best_while_the_step_is_pending():
+  d = protocol.LrRule(GRID, edge="up").decide({1e-3: _row(0.1), 3e-3: _row(0.9)})
+  assert (d.lr, d.provisional()) == (None, 3e-3)
+  assert protocol.Decision(None, GRID, None).provisional() is None
+
+
+def test_ladder_steps_and_off_ladder_rates():
+  assert protocol.ladder_step(3e-3, up=True) == 1e-2 and protocol.ladder_step(1e-3, up=False) == 3e-4
+  assert protocol.ladder_step(2e-3, up=True) == pytest.approx(6e-3)
+  assert protocol.ladder_step(1.0, up=True) == 3.0
+
+
+def test_a_rule_rejects_a_bad_declaration():
+  for kw in ({"grid": ()}, {"grid": (0.0,)}, {"grid": GRID, "edge": "down"}, {"grid": GRID, "direction": "up"}):
+    with pytest.raises(ValueError):
+      protocol.LrRule(**kw)
+
+
+def test_points_carry_their_arm_and_keep_the_sweeps_names():
+  p = protocol.point(ARMS, "gla", {"model.d_model": 64}, 1e-3, 1, {"train.num_steps": 3000})
+  assert p.arm == "gla" and list(p) == ["model.mixer", "model.conv_width", "model.d_model",
+                                       "train.learning_rate", "seed", "train.num_steps"]
+  assert sweep.point_name(p) == sweep.point_name(dict(p))
+  assert "train.learning_rate" not in protocol.point(ARMS, "softmax", {}, None, 0)
+  assert sweep.get_points(type("M", (), {"get_sweep": staticmethod(lambda: [p])}))[0].arm == "gla"
+
+
+def test_tuning_decides_from_the_rows_of_its_pilot_points():
+  rule = protocol.LrRule(GRID, edge="up")
+  tuning = protocol.Tuning(rule, lambda arm, width, lr: protocol.point(ARMS, arm, {"model.d_model": width}, lr, 0))
+  row = lambda arm, lr, acc, seed=0: {"_overrides": dict(protocol.point(ARMS, arm, {"model.d_model": 64}, lr, seed)),
+                                      "status": "ok", "accuracy": acc}
+  rows = [row("gla", 1e-3, 0.5), row("gla", 3e-3, 0.9), row("softmax", 1e-3, 0.9), row("softmax", 1e-3, 0.1, seed=1)]
+  lrs, todo = tuning.plan(rows, [("gla", 64), ("softmax", 64)])
+  assert lrs == {("gla", 64): None, ("softmax", 64): None}
+  assert [(p.arm, p["train.learning_rate"]) for p in todo] == [("gla", 1e-2)]   # not softmax's grid point 3e-3
+  assert tuning.plan(rows, [("gla", 64)], provisional=True)[0] == {("gla", 64): 3e-3}
+  assert tuning.lr(rows + [row("gla", 1e-2, 0.8)], "gla", 64) == 3e-3
+
+
+def test_seeds_one_spec():
+  assert protocol.seeds(3) == protocol.seeds("3") == (0, 1, 2)
+  assert protocol.seeds("0+2") == protocol.seeds([0, 2]) == (0, 2)
+  assert protocol.seeds("1", within=(0, 1)) == (1,) and protocol.seeds("1+0", within=(0, 1, 2)) == (1, 0)
+  for bad, within in (("0", None), ("1+1", None), ("-1+2", None), ("3", (0, 1))):
+    with pytest.raises(ValueError):
+      protocol.seeds(bad, within)
+
+
+def test_seed_major_and_new_points():
+  assert protocol.seed_major((0, 1), "ab", lambda s, k: None if (s, k) == (1, "a") else f"{k}{s}") == ["a0", "b0",
+                                                                                                        "b1"]
+  assert protocol.new_points([{"a": 1}, {"a": 2}, {"a": 1}], [{"a": 2}]) == [{"a": 1}]
+
+
+def test_replay_is_bounded_and_stops_when_nothing_new_has_run():
+  ran = {1, 2, 3}
+  rows_of = lambda points: [{"n": p["n"]} for p in points if p["n"] in ran]
+  chain = lambda rows: [{"n": max(r["n"] for r in rows) + 1}]    # each round asks for the next point
+  points, rows = protocol.replay([{"n": 1}], chain, rows_of)
+  assert [p["n"] for p in points] == [1, 2, 3, 4] and [r["n"] for r in rows] == [1, 2, 3]   # 4 has not run
+  ran = set(range(100))
+  points, _ = protocol.replay([{"n": 1}], chain, rows_of, rounds=5)
+  assert len(points) == 6
+
+
+def test_arms_pick_the_usual_mixers_in_the_studys_order_and_rows_name_their_arm():
+  picked = protocol.arms("gla", "deltanet")
+  assert list(picked) == ["gla", "deltanet"] and picked["deltanet"] == {"model.mixer": "deltanet",
+                                                                        "model.delta_gate": "none"}
+  picked["gla"]["model.init"] = "x"   # a copy: extending a study's arm leaves MIXER_ARMS alone
+  assert protocol.MIXER_ARMS["gla"] == {"model.mixer": "gla"}
+  arms = {"mamba2": {"model.mixer": "mamba2"}, "mamba2-init": {"model.mixer": "mamba2", "model.init": "x"}}
+  assert protocol.arm_of({"_overrides": {"model.mixer": "mamba2", "model.init": "x", "seed": 0}}, arms) == "mamba2-init"
+  assert protocol.arm_of({"_arm": "mamba2", "_overrides": {"model.mixer": "mamba2", "model.init": "x"}}, arms) == "mamba2"
+  with pytest.raises(ValueError, match="unknown stage 'x'; valid: a, b"):
+    protocol.choice({"stage": "x"}, "stage", ("a", "b"), "a")

@@ -1,0 +1,64 @@
+"""linear_seq.studies.tables: the shared formatting of a study's tables, the separation verdict, the pilot table
+from a rule, the CSV, and the CLI on a study's table script."""
+import math
+import os
+import subprocess
+import sys
+
+from linear_seq.studies import protocol
+from linear_seq.studies import tables
+from tests.helpers import REPO
+
+ARMS = {"a": {"model.mixer": "softmax"}, "b": {"model.mixer": "gla"}}
+
+
+def test_numbers_means_and_seeds():
+  assert tables.fmt(None) == tables.fmt(math.nan) == "…" and tables.fmt(0.91234) == "0.912"
+  assert tables.mean_std([]) == "…" and tables.mean_std([1.0], one=" (1 seed)") == "1.000 (1 seed)"
+  assert tables.mean_std([1.0, 2.0]) == "1.500 ± 0.707"          # the sample std (n - 1)
+  assert tables.mean_std([1.0, 2.0], digits=1, std=False) == "1.5"
+  assert tables.per_seed([0.5, 0.25], planned=3) == "0.500 / 0.250 / …"
+
+
+def test_separated_means_every_seed_of_one_beyond_every_seed_of_the_other():
+  assert tables.separated([1.0, 1.1], [1.2, 1.3]) and tables.separated([1.2, 1.3], [1.0, 1.1])
+  assert not tables.separated([1.0, 1.25], [1.2, 1.3])               # overlapping seeds
+  assert not tables.separated([1.0], [2.0, 2.1])                      # under 2 seeds on a side
+  assert [tables.verdict(*ab) for ab in (([1, 2], [3, 4]), ([1, 3], [2, 4]), ([1], [3, 4]))] == [
+      "yes", "no", "under 2 seeds"]
+
+
+def test_first_step_from_the_curve_or_the_carried_value():
+  row = {"_metrics": [{"step": 250, "eval_accuracy": 0.5}, {"step": 500, "eval_accuracy": 0.95}]}
+  assert tables.first_step(row, 0.9) == 500 and tables.first_step(row, 0.99) is None
+  assert tables.first_step({"_metrics": [], "first_step_0.9": 750}, 0.9) == 750
+
+
+def test_pilot_table_from_the_rule(tmp_path):
+  rule = protocol.LrRule((1e-3, 3e-3), metric="accuracy", direction="max", edge="up")
+  tuning = protocol.Tuning(rule, lambda arm, cell, lr: protocol.point(ARMS, arm, {}, lr, 0))
+  row = lambda arm, lr, acc, status="ok": {"_overrides": dict(protocol.point(ARMS, arm, {}, lr, 0)), "status": status,
+                                           "accuracy": acc}
+  rows = [row("a", 1e-3, 0.9), row("a", 3e-3, 0.5), row("b", 1e-3, 0.2), row("b", 3e-3, 0.8),
+          row("b", 1e-2, None, "no eval.json")]
+  text = tables.pilot_table(tuning, rows, [("a", None), ("b", None)], lambda r: f"{r['accuracy']:.2f}")
+  assert text.splitlines() == ["| arm | lr 0.001 | lr 0.003 | lr 0.01 | chosen |", "|---|---|---|---|---|",
+                               "| a | 0.90 | 0.50 |  | 0.001 |", "| b | 0.20 | 0.80 |  | … |"]
+  provisional = tables.pilot_table(tuning, rows, [("b", None)], str, provisional=True)
+  assert provisional.splitlines()[-1].endswith("| 0.003 † |")
+  path = tables.write_csv(tables.csv_beside(str(tmp_path / "study.md")), ["x", "y"], [[1, None]])
+  assert path.endswith("study.csv") and open(path, newline="").read() == "x,y\r\n1,\r\n"
+
+
+def test_the_cli_runs_a_studys_table_script(tmp_path):
+  script = tmp_path / "table.py"
+  script.write_text("ARCHIVE = 'unused'\ndef write(workdir, archive_dir, out):\n"
+                    "  open(out, 'w').write(f'{workdir} {archive_dir}')\n")
+  out = tmp_path / "study.md"
+  cmd = [sys.executable, "-m", "linear_seq.studies.tables", f"--table={script}", "--workdir=W", "--archive=",
+         f"--out={out}"]
+  subprocess.run(cmd, check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO})
+  assert out.read_text() == "W "
+  bad = subprocess.run(cmd[:3] + ["--table=/nonexistent.py", "--workdir=W"], capture_output=True, text=True, cwd=REPO,
+                       env={**os.environ, "PYTHONPATH": REPO})
+  assert bad.returncode == 1 and bad.stderr.strip().startswith("error:")
