@@ -22,6 +22,7 @@ from linear_seq import data
 from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import validation
+from linear_seq.data import pipeline
 
 
 PROGRESS_SECONDS = 10.0
@@ -45,15 +46,25 @@ def eval_lengths(config: ml_collections.ConfigDict) -> tuple[int, ...]:
   return lengths
 
 
-def make_eval_iterator(config: ml_collections.ConfigDict, split: str = "validation"):
+def eval_examples(config: ml_collections.ConfigDict, split: str = "validation") -> pipeline.Examples:
+  """The split's evaluation examples: rows of eval_seq_len tokens, in order."""
+  return data.make_examples(config.data, split, seq_len=eval_seq_len(config), seed=int(config.data.shuffle_seed))
+
+
+def make_eval_iterator(config: ml_collections.ConfigDict, split: str = "validation",
+                       examples: Optional[pipeline.Examples] = None):
+  """The split's evaluation batches, once through (examples: eval_examples(config, split), built here if None)."""
   return data.make_iterator(config.data, split, batch_size=int(config.eval.batch_size),
                             seq_len=eval_seq_len(config), seed=int(config.data.shuffle_seed),
-                            shard_index=jax.process_index(), shard_count=jax.process_count(), repeat=False)
+                            shard_index=jax.process_index(), shard_count=jax.process_count(), repeat=False,
+                            examples=examples)
 
 
-def num_batches(config: ml_collections.ConfigDict, split: str = "validation") -> int:
-  """How many batches make_eval_iterator gives (eval.max_batches caps it)."""
-  examples = data.make_examples(config.data, split, seq_len=eval_seq_len(config), seed=int(config.data.shuffle_seed))
+def num_batches(config: ml_collections.ConfigDict, split: str = "validation",
+                examples: Optional[pipeline.Examples] = None) -> int:
+  """How many batches make_eval_iterator gives (eval.max_batches caps it); examples: as make_eval_iterator's
+  (pass the ones the iterator gets, so that they are built once)."""
+  examples = eval_examples(config, split) if examples is None else examples
   total = -(-len(examples) // int(config.eval.batch_size))
   return min(total, int(config.eval.max_batches)) if int(config.eval.max_batches) else total
 
@@ -80,12 +91,13 @@ def run_eval(state: steps.State, static: steps.Static, config: ml_collections.Co
   max_batches = min([c for c in caps if c], default=0)
   acc = None  # (total, compensation) on the device
   batches = 0
-  total = num_batches(config, split)
+  examples = eval_examples(config, split)  # once per evaluation: counted, then iterated
+  total = num_batches(config, split, examples)
   total = min(total, max_batches) if max_batches else total
   progress(f"evaluating the {split} split: {total} batches of {config.eval.batch_size} × {eval_seq_len(config)} "
            "tokens (the first compiles)…")
   last = time.perf_counter()
-  for local in make_eval_iterator(config, split):
+  for local in make_eval_iterator(config, split, examples):
     if max_batches and batches >= max_batches:
       break
     if batches and time.perf_counter() - last >= PROGRESS_SECONDS:

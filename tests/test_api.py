@@ -36,16 +36,18 @@ def tiny_text(tmp, **overrides):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
+  """(workdir, config): 3 steps with the bpe tokenizer. Not profiled: the profiler's start took 25-50 s of this
+  fixture in a busy test process, and only test_profile_trace_files_appear (slow tier) needs a trace."""
   tmp = tmp_path_factory.mktemp("api")
   workdir = str(tmp / "run")
-  config = tiny_text(tmp, **{"train.num_steps": 3, "train.profile_steps": "2,3", "data.tokenizer": "bpe",
-                             "data.vocab_size": 300})
+  config = tiny_text(tmp, **{"train.num_steps": 3, "data.tokenizer": "bpe", "data.vocab_size": 300})
   train.train_and_evaluate(config, workdir)
   return workdir, config
 
 
-def test_profile_trace_files_appear(trained):
-  workdir, _ = trained
+def test_profile_trace_files_appear(tmp_path):
+  workdir = str(tmp_path / "run")
+  train.train_and_evaluate(tiny_text(tmp_path, **{"train.num_steps": 3, "train.profile_steps": "2,3"}), workdir)
   traces = glob.glob(os.path.join(workdir, profiling.PROFILE_DIR, "plugins", "profile", "*", "*.xplane.pb"))
   assert len(traces) == 1 and os.path.getsize(traces[0]) > 0
   assert glob.glob(os.path.join(workdir, profiling.PROFILE_DIR, "plugins", "profile", "*", "*.trace.json.gz"))

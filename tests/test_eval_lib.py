@@ -1,7 +1,9 @@
 """The evaluation loop: sums accumulated on the device equal the per-batch float64 host sums."""
 import os
+import types
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
@@ -10,6 +12,7 @@ from linear_seq import eval_lib
 from linear_seq import sharding
 from linear_seq import steps
 from linear_seq import validation
+from linear_seq.data import registry
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
 
@@ -65,3 +68,27 @@ def test_compensated_sum_keeps_float64_accuracy():
   total = {k: float(acc[0][k]) + float(acc[1][k]) for k in ones}
   assert total["weight"] == 2.0 ** 25 + 3000 and naive == np.float32(2.0 ** 25)  # float32 alone loses every 1
   np.testing.assert_allclose(total["nll"], np.sum(xs.astype(np.float64)), rtol=1e-12)
+
+
+def test_an_evaluation_builds_its_examples_once(monkeypatch):
+  """run_eval counts its batches and iterates over the same examples: data.make_examples runs once per evaluation
+  (it ran twice: num_batches built them, then the iterator again), and the count is still the iterator's."""
+  config = config_lib.load_sibling(os.path.join(CONFIGS, "mqar.py"), "mqar").get_config("tiny=True")
+  config = config_lib.apply_overrides(config, {"eval.batch_size": 4, "eval.max_batches": 0})
+  builds = []
+  real = registry.make_examples
+
+  def counted(*args, **kwargs):
+    builds.append(args[1])
+    return real(*args, **kwargs)
+
+  monkeypatch.setattr(registry, "make_examples", counted)  # (data.make_iterator calls it there)
+  monkeypatch.setattr(eval_lib.data, "make_examples", counted)
+  # a stand-in for the compiled evaluation step: the batch's weight and token sums
+  static = types.SimpleNamespace(mesh=sharding.make_mesh(), eval_step=lambda params, rest, batch: {
+      "nll": jnp.sum(batch["inputs"] * batch["weights"]), "weight": jnp.sum(batch["weights"]),
+      "correct": jnp.sum(batch["weights"])})
+  result = eval_lib.run_eval({"params": {}, "rest": {}}, static, config, types.SimpleNamespace(kind="synthetic"))
+  assert builds == ["validation"]
+  assert result["eval_batches"] == -(-int(config.data.num_eval) // 4) == eval_lib.num_batches(config)
+  assert builds == ["validation", "validation"]  # num_batches alone still builds them

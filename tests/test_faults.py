@@ -410,19 +410,8 @@ def wait_for_step(proc, workdir, step, timeout=300):
   return False
 
 
-# The trainer with a full disk from the commit of step 8's checkpoint on (ENOSPC injected where the commit writes).
-DISK_FULL_AT_STEP_8 = """
-import errno, sys
-from absl import app
-from linear_seq import cli, integrity, main
-real = integrity.write_manifest
-def write_manifest(step_dir):
-  if "/8.orbax-checkpoint-tmp" in step_dir:
-    raise OSError(errno.ENOSPC, "No space left on device", step_dir)
-  return real(step_dir)
-integrity.write_manifest = write_manifest
-app.run(main.main, flags_parser=cli.parse_flags)
-"""
+# The trainer with a full disk from the commit of step 8's checkpoint on (the fault measure.py measures too).
+DISK_FULL_AT_STEP_8 = os.path.join(REPO, "experiments", "faults", "disk_full_at_step_8.py")
 
 
 def test_real_signals_and_a_full_disk_stop_with_one_line(tmp_path):
@@ -432,7 +421,7 @@ def test_real_signals_and_a_full_disk_stop_with_one_line(tmp_path):
   soon as its background commit fails (at the latest at the next save, which is not made); step 4 kept."""
   term, twice, full = str(tmp_path / "term"), str(tmp_path / "twice"), str(tmp_path / "full")
   env = {**cli_env(), "JAX_DEFAULT_MATMUL_PRECISION": "highest"}
-  disk_full = subprocess.Popen([sys.executable, "-c", DISK_FULL_AT_STEP_8, *long_run_args(full),
+  disk_full = subprocess.Popen([sys.executable, DISK_FULL_AT_STEP_8, *long_run_args(full),
                                 "--config.train.checkpoint_every=4"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
   procs = {term: start("main", *long_run_args(term)), twice: start("main", *long_run_args(twice))}

@@ -170,7 +170,7 @@ def test_no_evaluation_data_fails_before_the_workdir_is_created(tmp_path):
 
 def test_no_evaluation_tokens(monkeypatch):
   config = mqar()
-  monkeypatch.setattr(eval_lib, "make_eval_iterator", lambda config, split: iter(()))
+  monkeypatch.setattr(eval_lib, "make_eval_iterator", lambda config, split, examples=None: iter(()))
   static = types.SimpleNamespace(mesh=sharding.make_mesh())
   with pytest.raises(ValueError, match=r"the validation split of 'mqar' gave no evaluation tokens "
                      r"\(eval.seq_len=16, eval.batch_size=8\)"):

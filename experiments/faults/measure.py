@@ -54,19 +54,8 @@ eval_lib.run_eval = run_eval
 app.run(main.main)
 """
 
-# ENOSPC in the commit of step 8's checkpoint (raised where the commit writes its manifest).
-DISK_FULL_AT_STEP_8 = """
-import errno
-from absl import app
-from linear_seq import cli, integrity, main
-real = integrity.write_manifest
-def write_manifest(step_dir):
-  if "/8.orbax-checkpoint-tmp" in step_dir:
-    raise OSError(errno.ENOSPC, "No space left on device", step_dir)
-  return real(step_dir)
-integrity.write_manifest = write_manifest
-app.run(main.main, flags_parser=cli.parse_flags)
-"""
+# ENOSPC in the commit of step 8's checkpoint (the trainer run by that file, which the tests run too).
+DISK_FULL_AT_STEP_8 = os.path.join(REPO, "experiments", "faults", "disk_full_at_step_8.py")
 
 
 def env():
@@ -77,14 +66,16 @@ def env():
   return e
 
 
-def start(workdir, *extra, script=None):
-  cmd = [sys.executable, "-c", script] if script else [sys.executable, "-m", "linear_seq.main"]
+def start(workdir, *extra, script=None, path=None):
+  """The trainer's subprocess: `python -c script`, else `python path`, else `python -m linear_seq.main`."""
+  cmd = ([sys.executable, "-c", script] if script else [sys.executable, path] if path else
+         [sys.executable, "-m", "linear_seq.main"])
   return subprocess.Popen([*cmd, *ARGS, f"--workdir={workdir}", *extra], cwd=REPO, env=env(),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def run(workdir, *extra, script=None):
-  proc = start(workdir, *extra, script=script)
+def run(workdir, *extra, script=None, path=None):
+  proc = start(workdir, *extra, script=script, path=path)
   _, err = proc.communicate()
   return proc.returncode, err
 
@@ -322,7 +313,7 @@ def main():
 
   if "diskfull" in cases:
     w = os.path.join(a.out, "diskfull")
-    code, err = run(w, script=DISK_FULL_AT_STEP_8)
+    code, err = run(w, path=DISK_FULL_AT_STEP_8)
     lines = error_lines(err)
     named = len(lines) == 1 and "step 8 to" in lines[0] and "no space left on device (" in lines[0]
     kept = sorted(int(n) for n in os.listdir(os.path.join(w, "checkpoints")) if n.isdigit())

@@ -181,7 +181,8 @@ def make_examples(config: Any, split: str, *, seq_len: int, seed: int) -> pipeli
 
 
 def make_iterator(config: Any, split: str = "train", *, batch_size: int, seq_len: int, seed: int,
-                  shard_index: int = 0, shard_count: int = 1, repeat: bool = True) -> grain.DatasetIterator:
+                  shard_index: int = 0, shard_count: int = 1, repeat: bool = True,
+                  examples: pipeline.Examples | None = None) -> grain.DatasetIterator:
   """Batches of config.dataset's split for this host (config = config.data).
 
   Each batch: 'inputs', 'targets' int32 [b, T], 'weights' float32 [b, T], 'segment_ids' int32 [b, T]
@@ -190,7 +191,10 @@ def make_iterator(config: Any, split: str = "train", *, batch_size: int, seq_len
   'validation' is read in order. repeat=False ends after the split's last example, the last batch padded
   with weights 0. Synthetic examples are generated from (seed, split, index). The iterator's get_state() is
   a JSON-serializable dict; set_state(state) continues with exactly the batches that followed it.
+  examples: make_examples(config, split, seq_len=seq_len, seed=seed) when the caller has built them already
+  (they are not built again).
   """
-  examples = make_examples(config, split, seq_len=seq_len, seed=seed)
+  if examples is None:
+    examples = make_examples(config, split, seq_len=seq_len, seed=seed)
   return pipeline.batches(examples, batch_size=batch_size, seed=seed, shuffle=split == "train", repeat=repeat,
                           shard_index=shard_index, shard_count=shard_count)

@@ -247,20 +247,23 @@ def _plain_log_y(ax) -> None:
   ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(minor))
 
 
+# What memory_vs_length shows (its subtitle): XLA's memory analysis of the compiled step, not a timed run.
+MEMORY_SUBTITLE = "XLA's memory analysis of the compiled step: temp + arguments + outputs"
+
+
 def draw(records: Sequence[dict[str, Any]], workdir: str) -> list[str]:
   """train_step_vs_length, decode_vs_context, memory_vs_length, each as PNG and PDF (plots.save)."""
   files = []
   sizes = sorted({r["num_params"] for r in records if r.get("num_params")})
-  setup = " · ".join(filter(None, [
-      f"LM of {sizes[0] / 1e6:.2f}-{sizes[-1] / 1e6:.2f}M parameters" if sizes else "",
-      "median of the timed calls", "both axes log scale"]))
-  for key, scale, ylabel, name, title in (
+  model = f"LM of {sizes[0] / 1e6:.2f}-{sizes[-1] / 1e6:.2f}M parameters" if sizes else ""
+  for key, scale, ylabel, name, title, what in (
       ("train_step_s", 1e3, "training step, forward + backward (ms)", "train_step_vs_length.png",
-       "Training step time vs sequence length"),
+       "Training step time vs sequence length", "median of the timed calls"),
       ("decode_ms_per_token", 1.0, "decode time (ms/token)", "decode_vs_context.png",
-       "Decode time per token after a context of length T"),
+       "Decode time per token after a context of length T", "median of the timed calls"),
       ("train_memory_bytes", 2.0 ** -20, "compiled training-step memory (MiB)", "memory_vs_length.png",
-       "XLA compiled memory of the training step")):
+       "XLA compiled memory of the training step", MEMORY_SUBTITLE)):
+    setup = " · ".join(filter(None, [model, what, "both axes log scale"]))
     fig, ax = plt.subplots(figsize=(6.4, 4))
     for m in dict.fromkeys(r["mixer"] for r in records):
       pts = [(r["seq_len"], r[key] * scale) for r in records if r["mixer"] == m and r.get(key) is not None]

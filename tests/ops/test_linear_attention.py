@@ -77,9 +77,10 @@ def ref_linear_attention(q, k, v, log_decay, S0, z0, *, fmap, W=None, normalize=
 
 
 def compare(op, ref, args, diff_argnums, key=0, val_tol=VAL_TOL, grad_tol=GRAD_TOL):
-  """Values and vjp gradients of op(*args) (float32) vs ref(*args) (float64)."""
+  """Values and vjp gradients of op(*args) (float32) vs ref(*args) (float64), each side one jitted program (the
+  cotangents' shapes come from eval_shape: op run eagerly would compile each of its primitives on its own)."""
   args32 = [None if a is None else jnp.asarray(a, jnp.float32) for a in args]
-  out = op(*args32)
+  out = jax.eval_shape(op, *args32)
   cot = jax.tree.map(lambda x: np.asarray(
       jax.random.normal(jax.random.PRNGKey(key), x.shape), np.float64), out)
 

@@ -72,3 +72,22 @@ def test_tiny_run_of_the_mixers_with_their_own_short_conv(tmp_path):
   assert [(r["mixer"], r["seq_len"], r["status"]) for r in records] == [
       ("deltanet", 64, "ok"), ("deltanet", 128, "ok"), ("mamba2", 64, "ok"), ("mamba2", 128, "ok")]
   assert all(r["train_step_s"] > 0 and r["decode_ms_per_token"] > 0 for r in records)
+
+
+def test_each_plot_says_what_it_shows(tmp_path, monkeypatch):
+  """The timing plots' subtitles say they are medians of timed calls; the memory plot's, that it is XLA's
+  analysis of the compiled step (nothing is timed for it)."""
+  records = [{"mixer": m, "seq_len": t, "num_params": 1e5, "train_step_s": 1e-3 * t, "decode_ms_per_token": 0.5,
+              "train_memory_bytes": 2.0 ** 20 * t} for m in ("softmax", "gla") for t in (64, 128)]
+  subtitles = {}
+  real = speed.plots_lib.titles
+  monkeypatch.setattr(speed.plots_lib, "titles",
+                      lambda fig, ax, title, subtitle: (subtitles.setdefault(title, subtitle),
+                                                        real(fig, ax, title, subtitle)))
+  files = speed.draw(records, str(tmp_path))
+  assert {os.path.basename(f) for f in files if f.endswith(".png")} == {
+      "train_step_vs_length.png", "decode_vs_context.png", "memory_vs_length.png"}
+  memory = subtitles.pop("XLA compiled memory of the training step")
+  assert memory == f"LM of 0.10-0.10M parameters · {speed.MEMORY_SUBTITLE} · both axes log scale"
+  assert "median" not in memory and "timed" not in memory
+  assert len(subtitles) == 2 and all("median of the timed calls" in s for s in subtitles.values())
