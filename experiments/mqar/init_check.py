@@ -13,7 +13,8 @@ study did not run.
 Stages (each arm at its chosen rate, CHOSEN_LR, from the study's pilot):
   confirm: mamba2 at width 64, the hard point (T=128, 8 pairs, 1,500 steps; seeds 0, 1, 2) and the main point
            (T=64, 4 pairs; seeds 0, 1, 2) with init=torch, and the hard point's seed 2 with init=gpt2.
-           Ordered so a partial run answers first what matters most (hard seeds 0, 1; main seed 1).
+           Ordered so a partial run answers first what matters most (hard seeds 0, 1; main seed 1). only=main
+           (only=hard): its main-point (hard-point) points alone, in that order.
   factors: mamba2, hard point, width 64, seed 0 with init=torch_in (torch's in-projection, GPT-2's scaled
            output projection), init=torch_out (GPT-2's 0.02 in-projection, torch's output projection) and
            init=mamba_ssm (torch with out_proj / √num_layers, mamba_ssm's MixerModel default).
@@ -28,7 +29,7 @@ from linear_seq import config_lib
 
 STUDY = "mqar_init"
 _STUDY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py")
-OPTIONS = ("tiny", "stage", "arms", "seeds", "widths")
+OPTIONS = ("tiny", "stage", "arms", "seeds", "widths", "only")
 STAGES = ("confirm", "factors", "pilot", "grid")
 # Each arm's rate as the study's pilot chose it (experiments/mqar/README.md's pilot table, config.best_lr).
 CHOSEN_LR = {"softmax": 3e-3, "linear-elu1": 3e-3, "linear-relu": 3e-3, "retention": 1e-3, "gla": 1e-3,
@@ -64,7 +65,11 @@ def get_sweep(arg: str = ""):
     return [{"model.mixer": "mamba2", "model.d_model": 16, "seed": 0, "model.init": i} for i in ("gpt2", "torch")]
   if stage == "confirm":
     order = [(True, 0), (True, 1), (False, 1), (False, 0), (False, 2), (True, 2)]
-    return ([point("mamba2", 64, s, "torch", h) for h, s in order] + [point("mamba2", 64, 2, "gpt2", True)])
+    points = [point("mamba2", 64, s, "torch", h) for h, s in order] + [point("mamba2", 64, 2, "gpt2", True)]
+    only = opts.get("only")
+    if only not in (None, "main", "hard"):
+      raise ValueError(f"only={only}: valid: main, hard")
+    return [p for p in points if only is None or (p.get("data.seq_len") == 128) == (only == "hard")]
   if stage == "factors":
     return [point("mamba2", 64, 0, i, True) for i in ("torch_in", "torch_out", "mamba_ssm")]
   if stage == "pilot":

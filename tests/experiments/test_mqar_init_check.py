@@ -28,6 +28,8 @@ def test_points_are_the_study_points_with_an_init():
   confirm = check.get_sweep("stage=confirm")
   assert [p["model.init"] for p in confirm] == ["torch"] * 6 + ["gpt2"]
   assert confirm[0]["data.seq_len"] == 128 and confirm[0]["seed"] == 0 and confirm[2].get("data.seq_len") is None
+  assert [p["seed"] for p in check.get_sweep("stage=confirm,only=main")] == [1, 0, 2]
+  assert [p["seed"] for p in check.get_sweep("stage=confirm,only=hard")] == [0, 1, 2, 2]
   assert len(check.get_sweep("stage=grid")) == 9 + 4
   assert len(check.get_sweep("stage=grid,seeds=1,widths=64")) == 2
   assert [p["model.mixer"] for p in check.get_sweep("stage=pilot,arms=s4+gla")] == ["s4", "gla"]
