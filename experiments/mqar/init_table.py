@@ -1,7 +1,8 @@
 """The init check's table (issue 47) from the archived points: experiments/mqar/init_points (model.init set)
 and the study's own gpt2 points in experiments/mqar/points.
 
-  python experiments/mqar/init_table.py            # prints the markdown table
+  python experiments/mqar/init_table.py            # prints mamba2's markdown table (lr 3e-3, width 64)
+  python experiments/mqar/init_table.py s4 0.01    # another mixer's points at its rate (the init pilots)
 
 One row per (point, width, init): accuracy per seed (with the eval curve's first step ≥ 0.9 in brackets), and
 each seed's run time (the sweep's wall time of training + evaluation, one single-threaded point per core).
@@ -65,4 +66,5 @@ def table(mixer: str = "mamba2", lr: float = 3e-3, width: int = 64) -> str:
 
 
 if __name__ == "__main__":
-  print(table(*(sys.argv[1:2] or ["mamba2"])))
+  args = sys.argv[1:]
+  print(table(args[0] if args else "mamba2", float(args[1]) if len(args) > 1 else 3e-3))
