@@ -54,7 +54,10 @@ def model_config() -> ml_collections.ConfigDict:
   # Epsilon of those norms (flax's default 1e-6; Llama's rms_norm_eps, Mamba-2's layer_norm_epsilon).
   m.norm_eps = 1e-6
   # Parameter init: default (each module's own; Linear: LeCun normal) | gpt2 (Linear N(0, 0.02^2), residual
-  # output projections / sqrt(2 num_layers), biases 0).
+  # output projections / sqrt(2 num_layers), biases 0) | torch (gpt2 outside the mixers; the mixers' Linears
+  # PyTorch's default U(+-1/sqrt(fan_in)), unscaled: the published Mamba-2 init) | mamba_ssm (torch with the
+  # mixers' output projections / sqrt(num_layers), x2 with an MLP) | torch_in, torch_out (torch's mixer
+  # in-projections with gpt2's output projections, or the reverse). linear_seq/param_init.py.
   m.init = "default"
   # Absolute position information added to the token embedding for every mixer: none | learned (max_len
   # positions; cannot extrapolate past them, so off for length-generalization studies).

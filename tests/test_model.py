@@ -79,7 +79,7 @@ BAD_CONFIGS = [
     (dict(mlp_hidden=-1), "model.mlp_hidden must be an integer >= 0, got -1"),
     (dict(norm_eps=0.0), "model.norm_eps must be > 0, got 0.0"),
     (dict(conv_on="out"), "unknown model.conv_on 'out'; valid: input, qkv"),
-    (dict(init="xavier"), "unknown model.init 'xavier'; valid: default, gpt2"),
+    (dict(init="xavier"), "unknown model.init 'xavier'; valid: default, gpt2, torch, mamba_ssm, torch_in, torch_out"),
     (dict(input_pos="rope"), "unknown model.input_pos 'rope'; valid: none, learned"),
     (dict(layer_mixers="deltanet,gla,retention", num_layers=3, negative_eigenvalues=True),
      r"^model.negative_eigenvalues=True: retention cannot take it: its decays are fixed per head \(γ_h\), not "
