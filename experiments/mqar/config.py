@@ -115,7 +115,7 @@ def point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
 
 
 def grid_extra(hard: bool) -> dict:
-  """The overrides a grid point adds to _point's: the hard point's task and step budget, or none (main)."""
+  """The overrides a grid point adds to point's: the hard point's task and step budget, or none (main)."""
   return {**HARD, "train.num_steps": HARD_STEPS} if hard else {}
 
 

@@ -47,9 +47,9 @@ def get_config(arg: str = ""):
 
 
 def point(arm: str, width: int, seed: int, init: str, hard: bool) -> dict:
-  """The study's point (config._point + grid_extra) with model.init = init."""
+  """The study's point (config.point + grid_extra) with model.init = init."""
   s = _study()
-  return {**s._point(arm, width, CHOSEN_LR[arm], seed, **s.grid_extra(hard)), "model.init": init}
+  return {**s.point(arm, width, CHOSEN_LR[arm], seed, **s.grid_extra(hard)), "model.init": init}
 
 
 def _ints(opts, key, default) -> tuple:

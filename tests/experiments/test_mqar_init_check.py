@@ -13,9 +13,9 @@ def _without_init(p: dict) -> dict:
 
 
 def test_points_are_the_study_points_with_an_init():
-  main = {str(sorted(p.items())) for p in [study._point(a, w, check.CHOSEN_LR[a], s) for a in study.ARMS
+  main = {str(sorted(p.items())) for p in [study.point(a, w, check.CHOSEN_LR[a], s) for a in study.ARMS
                                            for w in study.WIDTHS for s in study.SEEDS]}
-  hard = {str(sorted(p.items())) for p in [study._point(a, w, check.CHOSEN_LR[a], s, **study.grid_extra(True))
+  hard = {str(sorted(p.items())) for p in [study.point(a, w, check.CHOSEN_LR[a], s, **study.grid_extra(True))
                                            for a in study.ARMS for w in study.HARD_WIDTHS for s in (0, 1, 2)]}
   assert set(check.CHOSEN_LR) == set(study.ARMS)
   seen = set()
