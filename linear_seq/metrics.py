@@ -139,9 +139,15 @@ class _BackgroundTensorBoard:
     try:
       import tensorboardX  # pylint: disable=g-import-not-at-top  (slow import, only where metrics are written)
       writer = tensorboardX.SummaryWriter(logdir=logdir, purge_step=purge_step)
-      self._worker = getattr(getattr(writer.file_writer, "event_writer", None), "_worker", None)
+      event_writer = getattr(writer.file_writer, "event_writer", None)
+      self._worker = getattr(event_writer, "_worker", None)
+      pending = getattr(event_writer, "_event_queue", None)   # tensorboardX's queue: a put blocks once it is full
       while (item := self._queue.get()) is not None:
-        if self._dead():  # (tensorboardX's queue would block once full)
+        # Never a blocking put: wait while its queue is full until the worker drains it or is found dead (it may
+        # die after an is_alive() check that came before it ran).
+        while pending is not None and pending.full() and not self._dead():
+          time.sleep(0.01)
+        if self._dead():
           return
         writer.add_scalar(*item)
       writer.close()

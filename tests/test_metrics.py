@@ -1,6 +1,7 @@
 """metrics.jsonl (truncation on resume), TensorBoard events, plain log lines."""
 import json
 import os
+import time
 
 import pytest
 
@@ -90,12 +91,16 @@ def test_library_info_logs_are_filtered():
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # (the killed worker's)
-def test_a_dead_tensorboard_writer_never_blocks(tmp_path, monkeypatch, caplog):
+@pytest.mark.parametrize("delay", [0.0, 0.3])
+def test_a_dead_tensorboard_writer_never_blocks(tmp_path, monkeypatch, caplog, delay):
   """tensorboardX's worker thread dies (e.g. a wall-clock step back): metrics keep flowing to metrics.jsonl,
-  every write returns at once (its queue of 10 would block the 11th put forever), one warning says so."""
+  every write returns at once (its queue of 10 would block the 11th put forever), one warning says so. With a
+  delay the worker is alive when the first events arrive and dies after its queue filled (as on a loaded
+  machine, where the thread runs late)."""
   import threading  # pylint: disable=g-import-not-at-top
   import tensorboardX.event_file_writer  # pylint: disable=g-import-not-at-top
   def dies(self):  # as threading.Condition.wait's OverflowError after the clock stepped back
+    time.sleep(delay)
     raise OverflowError("timeout value is too large")
   monkeypatch.setattr(tensorboardX.event_file_writer._EventLoggerThread, "run", dies)  # pylint: disable=protected-access
   writer = metrics.MetricsWriter(str(tmp_path), total_steps=100, progress=False)
