@@ -20,6 +20,10 @@ Stages (each arm at its chosen rate, CHOSEN_LR, from the study's pilot):
            init=mamba_ssm (torch with out_proj / √num_layers, mamba_ssm's MixerModel default).
   pilot:   the other arms (arms=..., default all but mamba2) at the main point, width 64, seed 0, init=torch:
            the init protocol's pilot over {gpt2 (the study's point), the mixer's published init}.
+  hf:      issue 46's reruns of Mamba-2's failing points with the HF Mamba-2 conventions on top of init=torch: at
+           this size (n_groups = 1, no time_step_limit) linear_seq/parity.py's options differ from the arm's only
+           by model.A_init=arange (A_h = h + 1 where the arm draws A ~ U[1, 16]). The hard point at width 64,
+           seeds 0 and 1, then the main point's seed 1 at widths 64 and 128.
   grid:    mamba2's main grid (widths 32/64/128 x seeds 0-2) and hard cells (widths 64/128 x seeds 0, 1) with
            init=torch (points that confirm ran are skipped: the same names). seeds=, widths= pick a subset.
 """
@@ -30,7 +34,9 @@ from linear_seq import config_lib
 STUDY = "mqar_init"
 _STUDY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py")
 OPTIONS = ("tiny", "stage", "arms", "seeds", "widths", "only")
-STAGES = ("confirm", "factors", "pilot", "grid")
+STAGES = ("confirm", "factors", "pilot", "hf", "grid")
+# The HF Mamba-2 conventions the arm lacks at this size (linear_seq/parity.py options("mamba2", ...)).
+HF_MAMBA2 = {"model.A_init": "arange"}
 # Each arm's rate as the study's pilot chose it (experiments/mqar/README.md's pilot table, config.best_lr).
 CHOSEN_LR = {"softmax": 3e-3, "linear-elu1": 3e-3, "linear-relu": 3e-3, "retention": 1e-3, "gla": 1e-3,
              "s4": 1e-2, "deltanet": 1e-3, "deltanet-scalar": 1e-3, "deltanet-channel": 1e-3, "mamba2": 3e-3}
@@ -76,6 +82,9 @@ def get_sweep(arg: str = ""):
     others = [a for a in CHOSEN_LR if a != "mamba2"]
     arms = config_lib.parse_subset(opts, "arms", list(CHOSEN_LR), others, "arm")
     return [point(a, 64, 0, "torch", False) for a in arms]
+  if stage == "hf":
+    return [{**point("mamba2", w, sd, "torch", h), **HF_MAMBA2} for h, w, sd in
+            [(True, 64, 0), (True, 64, 1), (False, 64, 1), (False, 128, 1)]]
   s = _study()
   seeds, widths = _ints(opts, "seeds", s.SEEDS), _ints(opts, "widths", s.WIDTHS)
   main = [point("mamba2", w, sd, "torch", False) for sd in seeds for w in widths]

@@ -36,7 +36,7 @@ def rows(mixer: str = "mamba2") -> dict:
     if o.get("model.mixer") != mixer or set(o) - {"model.mixer", "model.d_model", "train.learning_rate", "seed",
                                                   "model.init", "data.seq_len", "data.num_kv_pairs",
                                                   "model.max_len", "train.loss_positions", "train.num_steps",
-                                                  "model.feature_map", "model.delta_gate"}:
+                                                  "model.feature_map", "model.delta_gate", "model.A_init"}:
       continue
     hard = o.get("data.seq_len") == 128
     if o.get("train.num_steps", 1500) != 1500:
@@ -44,16 +44,22 @@ def rows(mixer: str = "mamba2") -> dict:
     ev = f.get("eval.json") or {}
     first = ev.get("first_step_0.9", _first_09(f.get("metrics.jsonl")))
     wall = (f.get("sweep_point.json") or {}).get("wall_time")
-    key = ("hard (128, 8)" if hard else "main (64, 4)", o["model.d_model"], o.get("model.init", "gpt2"),
+    init = o.get("model.init", "gpt2") + (f", A_init={o['model.A_init']}" if "model.A_init" in o else "")
+    key = ("hard (128, 8)" if hard else "main (64, 4)", o["model.d_model"], init,
            o["train.learning_rate"])
     out.setdefault(key, {})[o["seed"]] = (ev.get("accuracy"), first, wall / 60 if wall else None)
   return out
 
 
+def _order(init: str) -> tuple:
+  base, _, extra = init.partition(", ")
+  return INITS.index(base), extra
+
+
 def table(mixer: str = "mamba2", lr: float = 3e-3, width: int = 64) -> str:
   lines = ["| point | width | init | seed 0 | seed 1 | seed 2 | run time (min, per seed) |", "|---|---|---|---|---|---|---|"]
   for (point, w, init, r), seeds in sorted(rows(mixer).items(), key=lambda kv: (kv[0][0], kv[0][1],
-                                                                               INITS.index(kv[0][2]))):
+                                                                               _order(kv[0][2]))):
     if r != lr or w != width:
       continue
     cells = []

@@ -23,6 +23,8 @@ def test_points_are_the_study_points_with_an_init():
     points = check.get_sweep(f"stage={stage}")
     for p in points:
       assert p["model.init"] in ("gpt2", "torch", "torch_in", "torch_out", "mamba_ssm")
+      if stage == "hf":
+        assert p.pop("model.A_init") == "arange" and p["model.init"] == "torch"
       assert str(sorted(_without_init(p).items())) in main | hard, p
       seen.add(str(sorted(p.items())))
   confirm = check.get_sweep("stage=confirm")
@@ -30,6 +32,9 @@ def test_points_are_the_study_points_with_an_init():
   assert confirm[0]["data.seq_len"] == 128 and confirm[0]["seed"] == 0 and confirm[2].get("data.seq_len") is None
   assert [p["seed"] for p in check.get_sweep("stage=confirm,only=main")] == [1, 0, 2]
   assert [p["seed"] for p in check.get_sweep("stage=confirm,only=hard")] == [0, 1, 2, 2]
+  hf = check.get_sweep("stage=hf")
+  assert [(p.get("data.seq_len"), p["model.d_model"], p["seed"]) for p in hf] == [(128, 64, 0), (128, 64, 1),
+                                                                                  (None, 64, 1), (None, 128, 1)]
   assert len(check.get_sweep("stage=grid")) == 9 + 4
   assert len(check.get_sweep("stage=grid,seeds=1,widths=64")) == 2
   assert [p["model.mixer"] for p in check.get_sweep("stage=pilot,arms=s4+gla")] == ["s4", "gla"]
