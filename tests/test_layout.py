@@ -24,7 +24,6 @@ LAZY_IMPORTS = {
     "linear_seq/__init__.py": ["linear_seq.api", "linear_seq.api.load"],  # `linear_seq.load` on first use
     "linear_seq/data/bpe.py": ["tokenizers"],  # only the bpe tokenizer needs it (an install hint if missing)
     "linear_seq/convert.py": ["tokenizers"],
-    "linear_seq/data/hf_tokenizer.py": ["tokenizers"],  # as bpe.py
     # the accelerator image has no ml_collections: only the training section imports it and what needs it
     "linear_seq/studies/accel_check.py": ["linear_seq", "linear_seq", "linear_seq.config_lib",
                                           "linear_seq.config_lib", "linear_seq.sharding", "linear_seq.sharding",

@@ -33,6 +33,14 @@ def _import_tokenizers():
   return tokenizers
 
 
+def read_tokenizer(directory: str, name: str, written_by: str):
+  """The `tokenizers.Tokenizer` saved as `name` in `directory` (FileNotFoundError saying who writes it)."""
+  path = os.path.join(directory, name)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"no {name} in {directory!r} ({written_by})")
+  return _import_tokenizers().Tokenizer.from_file(path)
+
+
 def check_vocab_size(vocab_size: int) -> int:
   min_vocab = tokenizer_lib.NUM_BYTES + len(SPECIALS)
   if not isinstance(vocab_size, int) or not min_vocab <= vocab_size <= MAX_VOCAB:
@@ -107,10 +115,7 @@ class BPETokenizer(TokenizersText):
   @classmethod
   def load(cls, data_config: Any, directory: str) -> "BPETokenizer":
     del data_config
-    path = os.path.join(directory, WORKDIR_FILE)
-    if not os.path.exists(path):
-      raise FileNotFoundError(f"no {WORKDIR_FILE} in {directory!r} (the bpe tokenizer is saved there by training)")
-    return cls(_import_tokenizers().Tokenizer.from_file(path))
+    return cls(read_tokenizer(directory, WORKDIR_FILE, "the bpe tokenizer is saved there by training"))
 
   def token_bytes(self) -> np.ndarray:
     """UTF-8 bytes per token: byte-level BPE writes each byte as one character of its alphabet."""

@@ -67,13 +67,10 @@ class HFTokenizer(bpe.TokenizersText):
   @classmethod
   def load(cls, data_config: Any, directory: str) -> "HFTokenizer":
     del data_config
-    import tokenizers  # pylint: disable=g-import-not-at-top
-    path = os.path.join(directory, WORKDIR_FILE)
-    if not os.path.exists(path):
-      raise FileNotFoundError(f"no {WORKDIR_FILE} in {directory!r} (linear_seq.convert copies it there)")
+    tok = bpe.read_tokenizer(directory, WORKDIR_FILE, "linear_seq.convert copies it there")
     with open(os.path.join(directory, IDS_FILE)) as f:
       ids = json.load(f)
-    return cls(tokenizers.Tokenizer.from_file(path), ids["bos_id"], ids["pad_id"])
+    return cls(tok, ids["bos_id"], ids["pad_id"])
 
   def encode_bytes(self, data: bytes) -> np.ndarray:
     return self.encode_with_bytes(data)[0]
