@@ -40,7 +40,8 @@ def study_rows(config: str, workdir: str, arg: str = "", followup_args: Sequence
   spec = f"{config}:{arg}" if arg else config
   base = module.get_config(arg if base_arg is None else base_arg)
   args = [arg] if followup_args is None else list(followup_args)
-  ask = hook or (lambda rows: [o for a in args for o in sweep.call_hook(module, "get_followup_sweep", rows, arg=a)])
+  ask = hook or (lambda rows: [o for a in args for o in sweep.call_hook(module, "get_followup_sweep", rows, arg=a)
+                                or ()])   # a study without follow-ups: its first points only
 
   def ran(overrides):
     made = sweep.make_points(spec, workdir, list(overrides), base_config=base, extra_commands=list(extra_commands))
