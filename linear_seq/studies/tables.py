@@ -145,11 +145,21 @@ def is_number(value: Any) -> bool:
   return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))
 
 
-def run_script(write: Callable[[str, str, str], Any], workdir: str, archive_dir: str) -> None:
+def run_script(write: Callable[..., Any], workdir: str, archive_dir: str, arg: str | None = None) -> None:
   """A study's table script run as a program: --workdir, --archive and --out (common.define_table_flags), then
-  write(workdir, archive_dir, out). Flags are defined only then: the tests load several scripts in one process."""
+  write(workdir, archive_dir, out); with `arg` (not None) also --arg (the study config's options, default `arg`),
+  passed on as write(..., arg=). Exits 0 (write's returned text is not an exit status). Flags are defined only
+  then: the tests load several scripts in one process."""
   common.define_table_flags(workdir, archive_dir)
-  app.run(lambda argv: write(flags.FLAGS.workdir, flags.FLAGS.archive, flags.FLAGS.out))
+  if arg is not None:
+    flags.DEFINE_string("arg", arg, "The study config's options, as given to the sweep (e.g. 'seeds=3').")
+
+  def main(argv):
+    del argv
+    f = flags.FLAGS
+    write(f.workdir, f.archive, f.out, **({} if arg is None else {"arg": f.arg}))
+
+  app.run(main)
 
 
 def define_flags() -> None:

@@ -62,3 +62,17 @@ def test_the_cli_runs_a_studys_table_script(tmp_path):
   bad = subprocess.run(cmd[:3] + ["--table=/nonexistent.py", "--workdir=W"], capture_output=True, text=True, cwd=REPO,
                        env={**os.environ, "PYTHONPATH": REPO})
   assert bad.returncode == 1 and bad.stderr.strip().startswith("error:")
+
+
+def test_a_table_script_run_as_a_program_exits_0(tmp_path):
+  """run_script: the flags (with --arg when asked) reach write(); its returned text is not an exit status."""
+  script = tmp_path / "table.py"
+  script.write_text("from linear_seq.studies import tables\n"
+                    "def write(workdir, archive_dir, out, arg):\n"
+                    "  open(out, 'w').write(f'{workdir} {archive_dir} {arg}')\n  return 'the markdown'\n"
+                    "if __name__ == '__main__':\n  tables.run_script(write, 'W', 'A', arg='x=1')\n")
+  out = tmp_path / "study.md"
+  done = subprocess.run([sys.executable, str(script), f"--out={out}", "--arg=seeds=2"], cwd=REPO, text=True,
+                        capture_output=True, env={**os.environ, "PYTHONPATH": REPO})
+  assert done.returncode == 0 and "the markdown" not in done.stderr, done.stderr
+  assert out.read_text() == "W A seeds=2"
