@@ -14,11 +14,13 @@ The `model.normalize` column of the table says which each row used. task=mqar: t
 (T=64, 4 kv pairs, width 64, conv 4, lr 1e-2); task=lm: a 2-layer, width-128 byte-level LM on Shakespeare
 (T=256, batch 16, 1000 steps, lr 3e-3) with the same short conv 4 (the LM study shows plain linear attention
 without it at 3.37 bits/byte: an unordered prefix sum).
-Options: task=mqar|lm, tiny=True, seeds=N, maps=elu1+relu (a subset).
+Options: task=mqar|lm, tiny=True, seeds=N (or a list: 0+2), maps=elu1+relu (a subset).
+Each point carries its map as its arm (linear_seq.studies.protocol.Point).
 """
 import os
 
 from linear_seq import config_lib
+from linear_seq.studies import protocol
 
 STUDY = "feature_maps"
 _CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs")
@@ -27,6 +29,8 @@ MAPS = ("identity", "relu", "elu1", "exp", "sincos", "taylor", "favor", "rbf")
 SIGNED_MAPS = ("identity", "sincos")  # can go negative: output norm, not the denominator
 TINY_MAPS = ("elu1", "sincos")
 LINEAR = {"model.mixer": "linear", "model.num_features": 64}  # favor / rbf: 64 random features per head
+# The arms: each map, with the denominator where it is positive and an output norm where it can go negative.
+ARMS = {m: {"model.feature_map": m, "model.normalize": "norm" if m in SIGNED_MAPS else "denominator"} for m in MAPS}
 # task -> (base config in configs/, its overrides, tiny overrides): the MQAR study's main point, or a small LM.
 TASKS = {
     # as experiments/mqar: 1000 examples in 4 batches, the setup these results were run with (2026-11)
@@ -58,16 +62,17 @@ def get_config(arg: str = ""):
   return config_lib.apply_overrides(config_lib.load_config(path), {**overrides, **LINEAR})
 
 
+def point(feature_map: str, seed: int) -> protocol.Point:
+  """The point of one map and seed (the task's learning rate)."""
+  return protocol.point(ARMS, feature_map, {}, None, seed)
+
+
 def get_sweep(arg: str = ""):
   opts = _opts(arg)
-  maps = TINY_MAPS if opts.get("tiny") else str(opts.get("maps", "+".join(MAPS))).split("+")
-  unknown = [m for m in maps if m not in MAPS]
-  if unknown:
-    raise ValueError(f"unknown feature map(s) {unknown}; valid: {', '.join(MAPS)}")
-  seeds = range(int(opts.get("seeds", 1)))
+  maps = TINY_MAPS if opts.get("tiny") else config_lib.parse_subset(opts, "maps", MAPS, MAPS, "feature map")
   maps = sorted(maps, key=lambda m: m != "taylor")  # the slowest first: the other points run beside it
-  return [{"model.feature_map": m, "model.normalize": "norm" if m in SIGNED_MAPS else "denominator", "seed": s}
-          for m in maps for s in seeds]
+  seeds = protocol.seeds(opts.get("seeds", 1))
+  return [point(m, s) for m in maps for s in seeds]
 
 
 METRIC_WORDS = {"accuracy": "MQAR accuracy", "bits_per_byte": "Shakespeare bits/byte"}
