@@ -1,6 +1,8 @@
 """A tuned study's tables, once for every study: the rows of its points (the follow-up rounds replayed), the
 learning-rate pilot table, the per-cell table (per-seed values, mean ± sample std, seeds reaching a threshold,
-first step reaching it), the separation verdict between two arms, and markdown + CSV out.
+first step reaching it), the separation verdict between two arms (every seed of one better than every seed of the
+other; beside it, where the seeds allow, Welch's t-test, one-sided, with its p-value and n), and markdown + CSV
+out.
 
   python -m linear_seq.studies.tables --table=experiments/mqar/table.py --workdir=runs/mqar \
       --out=experiments/mqar/study.md      # restores the study's points folder into --workdir, writes study.md/.csv
@@ -16,6 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from absl import app
 from absl import flags
+import numpy as np
 
 from linear_seq import cli
 from linear_seq import config_lib
@@ -89,9 +92,40 @@ def separated(a: Sequence[float], b: Sequence[float]) -> bool:
   return len(a) >= 2 and len(b) >= 2 and (max(a) < min(b) or max(b) < min(a))
 
 
-def verdict(a: Sequence[float], b: Sequence[float]) -> str:
-  """'yes' (separated), 'no' (the seeds overlap) or 'under 2 seeds' (not decided yet)."""
-  return "yes" if separated(a, b) else ("no" if len(a) >= 2 and len(b) >= 2 else "under 2 seeds")
+def verdict(a: Sequence[float], b: Sequence[float], direction: str | None = None) -> str:
+  """'yes' (separated), 'no' (the seeds overlap) or 'under 2 seeds' (not decided yet). With `direction` ('max':
+  higher is better, 'min': lower), Welch's one-sided test that A is better than B beside it (welch_text):
+  'no; p = 0.085 (Welch, one-sided, n = 3, 2)'."""
+  out = "yes" if separated(a, b) else ("no" if len(a) >= 2 and len(b) >= 2 else "under 2 seeds")
+  return out if direction is None or len(a) < 2 or len(b) < 2 else f"{out}; {welch_text(a, b, direction)}"
+
+
+def welch(a: Sequence[float], b: Sequence[float], direction: str = "max") -> tuple[float, float, float] | None:
+  """Welch's t-test (unequal variances) of "A's mean is better than B's", one-sided: (t, degrees of freedom, p),
+  t = (mean A − mean B) / sqrt(s_A²/n_A + s_B²/n_B) with the sample variances, its sign turned for direction
+  'min' (lower is better), df by Welch–Satterthwaite, p = P(T_df ≥ t). None where a side has under 2 seeds or
+  neither side varies (t undefined)."""
+  if direction not in protocol.DIRECTIONS:
+    raise ValueError(f"direction must be one of {', '.join(protocol.DIRECTIONS)}, got {direction!r}")
+  if len(a) < 2 or len(b) < 2:
+    return None
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+  if va + vb == 0:
+    return None
+  from scipy import stats   # pylint: disable=g-import-not-at-top  # here: it takes ~1 s, and only a test needs it
+  t = (a.mean() - b.mean()) / math.sqrt(va + vb) * (1 if direction == "max" else -1)
+  df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+  return float(t), float(df), float(stats.t.sf(t, df))
+
+
+def welch_text(a: Sequence[float], b: Sequence[float], direction: str = "max", digits: int = 3) -> str:
+  """'p = 0.012 (Welch, one-sided, n = 3, 3)': welch()'s p-value that A is better than B and the seeds on each
+  side; 'no test (under 2 seeds)' or 'no test (no spread)' where it is undefined."""
+  test = welch(a, b, direction)
+  if test is None:
+    return "no test (" + ("under 2 seeds" if len(a) < 2 or len(b) < 2 else "no spread") + ")"
+  return f"p = {test[2]:.{digits}f} (Welch, one-sided, n = {len(a)}, {len(b)})"
 
 
 def first_step(row: Row, threshold: float, key: str = "eval_accuracy") -> int | None:
