@@ -18,8 +18,8 @@ Factors (ours → independent model's):
   head:  output head tied to the embedding → untied (model.tie_embeddings; not on the issue's list: found when
          the listed six left softmax on its plateau)
   extras (only with variants=indep+b2/indep+constlr/indep+noclip): Adam β₂ 0.999, constant lr, no clipping.
-Options: mixers=softmax+retention+gla, seeds=N (or a list: 0+2), variants=ours/indep/indep-conv/... (a subset, '/'-separated),
-steps=N, tiny=True.
+Options: mixers=softmax+retention+gla, seeds=N (or a list: 0+2), variants=ours/indep/indep-conv/... (a subset,
+'/'-separated), steps=N, tiny=True.
 """
 import os
 

@@ -139,7 +139,8 @@ def markdown(rows: Sequence[dict[str, Any]], *, study: str, command: str, env: d
   group_keys = [k for k in okeys if not is_seed_key(k)]
   agg = aggregate(rows)
   ok = sum(r.get("status") == "ok" for r in rows)
-  seeds = sorted({s for a in agg for s in a["seeds"]}, key=lambda s: (0, s, "") if isinstance(s, int) else (1, 0, repr(s)))
+  by_value = lambda s: (0, s, "") if isinstance(s, int) else (1, 0, repr(s))   # numbers in order, then the rest
+  seeds = sorted({s for a in agg for s in a["seeds"]}, key=by_value)
   seed_lists = {tuple(a["seeds"]) for a in agg}
   lines = [f"# Results: {study}", "",
            f"Command: `{command}`" if command else "",
