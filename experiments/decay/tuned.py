@@ -88,8 +88,9 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
   text += "\n### Each arm at its rate\n\n" + tables.markdown(
       ["arm", "lr", "accuracy per seed", "mean ± std", f"seeds ≥ {THRESHOLD}"], body)
   best = max(per_arm, key=lambda a: sum(per_arm[a]) / len(per_arm[a]) if per_arm[a] else -1.0)
-  text += "\nSeeds of the best arm (" + best + ") above every seed of: " + (", ".join(
-      a for a in per_arm if a != best and tables.verdict(per_arm[best], per_arm[a]) == "yes") or "none") + "\n"
+  text += f"\n### {best} (the best mean) against each arm\n\n" + tables.markdown(
+      ["arm", f"separated (every seed apart); Welch's test of {best} better"],
+      [[a, tables.verdict(per_arm[best], per_arm[a], "max")] for a in per_arm if a != best])
   if out:
     tables.write_csv(tables.csv_beside(out), ["arm", "lr", "seed", "accuracy"], [
         [r.get("_arm"), r["_overrides"].get("train.learning_rate"), r["_overrides"].get("seed"), r.get("accuracy")]

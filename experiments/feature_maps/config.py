@@ -11,63 +11,52 @@ Smoke test: :task=mqar,tiny=True (2 points, ~1 min).
 Maps: identity relu elu1 exp sincos taylor favor rbf. Maps that can go negative (identity, sincos) run with
 an output norm instead of the D⁻¹ denominator (it can divide by ~0); the positive maps use the denominator.
 The `model.normalize` column of the table says which each row used. task=mqar: the MQAR study's main point
-(T=64, 4 kv pairs, width 64, conv 4, lr 1e-2); task=lm: a 2-layer, width-128 byte-level LM on Shakespeare
-(T=256, batch 16, 1000 steps, lr 3e-3) with the same short conv 4 (the LM study shows plain linear attention
-without it at 3.37 bits/byte: an unordered prefix sum).
-Options: task=mqar|lm, tiny=True, seeds=N, maps=elu1+relu (a subset).
+(T=64, 4 kv pairs, width 64, conv 4, lr 1e-2); task=lm: configs/shakespeare_small.py, a 2-layer, width-128
+byte-level LM (T=256, batch 16, 1000 steps, lr 3e-3) with the same short conv 4 (the LM study shows plain linear
+attention without it at 3.37 bits/byte: an unordered prefix sum).
+Options: task=mqar|lm, tiny=True, seeds=N (or a list: 0+2), maps=elu1+relu (a subset).
+Each point carries its map as its arm (linear_seq.studies.protocol.Point).
 """
-import os
-
 from linear_seq import config_lib
+from linear_seq.studies import protocol
 
 STUDY = "feature_maps"
-_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs")
 OPTIONS = ("task", "tiny", "seeds", "maps")
 MAPS = ("identity", "relu", "elu1", "exp", "sincos", "taylor", "favor", "rbf")
 SIGNED_MAPS = ("identity", "sincos")  # can go negative: output norm, not the denominator
 TINY_MAPS = ("elu1", "sincos")
 LINEAR = {"model.mixer": "linear", "model.num_features": 64}  # favor / rbf: 64 random features per head
-# task -> (base config in configs/, its overrides, tiny overrides): the MQAR study's main point, or a small LM.
-TASKS = {
-    # as experiments/mqar: 1000 examples in 4 batches, the setup these results were run with (2026-11)
-    "mqar": ("mqar.py:setup=block-conv", {"eval.batch_size": 250}, {}),
-    "lm": ("default.py", {
-        "model.d_model": 128, "model.num_layers": 2, "model.num_heads": 4,
-        "data.seq_len": 256, "data.batch_size": 16,
-        "train.num_steps": 1000, "train.warmup_steps": 100, "train.eval_every": 500, "train.checkpoint_every": 500,
-        "eval.batch_size": 16, "eval.max_batches": 50,
-        "model.conv_width": 4,  # as on MQAR: without it linear attention cannot tell which byte came last
-    }, {"model.conv_width": 4}),
-}
+# The arms: each map, with the denominator where it is positive and an output norm where it can go negative.
+ARMS = {m: {"model.feature_map": m, "model.normalize": "norm" if m in SIGNED_MAPS else "denominator"} for m in MAPS}
+# task -> (its preset in configs/, this study's overrides): the MQAR study's main point (as experiments/mqar:
+# 1000 examples in 4 batches, the setup these results were run with, 2026-11), or the small Shakespeare LM.
+TASKS = {"mqar": ("mqar.py:setup=block-conv", {"eval.batch_size": 250}), "lm": ("shakespeare_small.py", {})}
 
 
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
-  if opts.get("task", "mqar") not in TASKS:
-    raise ValueError(f"unknown task {opts['task']!r}; valid: {', '.join(TASKS)}")
+  protocol.choice(opts, "task", tuple(TASKS), "mqar")
   return opts
 
 
 def get_config(arg: str = ""):
+  """The task's preset (tiny: its smoke test) with linear attention (LINEAR)."""
   opts = _opts(arg)
-  base, overrides, tiny_overrides = TASKS[opts.get("task", "mqar")]
-  path = os.path.join(_CONFIGS, base)
-  if opts.get("tiny"):
-    tiny = f"{path},tiny=True" if ":" in path else f"{path}:tiny=True"
-    return config_lib.apply_overrides(config_lib.load_config(tiny), {**tiny_overrides, **LINEAR})
-  return config_lib.apply_overrides(config_lib.load_config(path), {**overrides, **LINEAR})
+  preset, overrides = TASKS[opts.get("task", "mqar")]
+  return config_lib.apply_overrides(protocol.task(preset, overrides, tiny=bool(opts.get("tiny"))), LINEAR)
+
+
+def point(feature_map: str, seed: int) -> protocol.Point:
+  """The point of one map and seed (the task's learning rate)."""
+  return protocol.point(ARMS, feature_map, {}, None, seed)
 
 
 def get_sweep(arg: str = ""):
   opts = _opts(arg)
-  maps = TINY_MAPS if opts.get("tiny") else str(opts.get("maps", "+".join(MAPS))).split("+")
-  unknown = [m for m in maps if m not in MAPS]
-  if unknown:
-    raise ValueError(f"unknown feature map(s) {unknown}; valid: {', '.join(MAPS)}")
-  seeds = range(int(opts.get("seeds", 1)))
+  maps = TINY_MAPS if opts.get("tiny") else config_lib.parse_subset(opts, "maps", MAPS, MAPS, "feature map")
   maps = sorted(maps, key=lambda m: m != "taylor")  # the slowest first: the other points run beside it
-  return [{"model.feature_map": m, "model.normalize": "norm" if m in SIGNED_MAPS else "denominator", "seed": s}
-          for m in maps for s in seeds]
+  seeds = protocol.seeds(opts.get("seeds", 1))
+  return [point(m, s) for m in maps for s in seeds]
 
 
 METRIC_WORDS = {"accuracy": "MQAR accuracy", "bits_per_byte": "Shakespeare bits/byte"}

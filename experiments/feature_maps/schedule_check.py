@@ -49,9 +49,7 @@ def main(argv):
     raise ValueError(f"unknown map {FLAGS.map!r}; valid: {', '.join(study.MAPS)}")
   if FLAGS.schedule == "closed_form":
     optim.make_schedule = closed_form_schedule
-  point = {"model.feature_map": FLAGS.map, "model.normalize": "norm" if FLAGS.map in study.SIGNED_MAPS
-           else "denominator", "seed": 0}
-  config = config_lib.apply_overrides(study.get_config("task=mqar"), point)
+  config = config_lib.apply_overrides(study.get_config("task=mqar"), study.point(FLAGS.map, 0))
   final = train.train_and_evaluate(config, FLAGS.workdir)
   print(json.dumps({"map": FLAGS.map, "schedule": FLAGS.schedule, "step": final.get("step"),
                     "eval_accuracy": final.get("eval_accuracy"), "eval_loss": final.get("eval_loss")}))

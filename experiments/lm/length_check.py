@@ -32,6 +32,7 @@ Options: tiny=True, arms=s4+gla (a subset of ARMS).
 import os
 
 from linear_seq import config_lib
+from linear_seq.studies import protocol
 
 STUDY = "lm_length"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,26 +68,17 @@ def get_config(arg: str = ""):
   return _lm().get_config("tiny=True" if _opts(arg).get("tiny") else "")
 
 
-def label(row: dict) -> str:
-  o = row.get("_overrides", row)
-  for name, arm in sorted(ARMS.items(), key=lambda kv: -len(kv[1])):
-    if all(o.get(k) == v for k, v in arm.items()):
-      return name
-  return str(o.get("model.mixer"))
-
-
 def point_label(row: dict) -> str:
   """'s4-fast lr 0.001': the arm and its rate (the tables' and plot's rows)."""
   lr = row.get("_overrides", row).get("train.learning_rate")
-  return label(row) + ("" if lr is None else f" lr {lr:g}")
+  return protocol.arm_of(row, ARMS) + ("" if lr is None else f" lr {lr:g}")
 
 
 def get_sweep(arg: str = ""):
   opts = _opts(arg)
   if opts.get("tiny"):
-    return [{**ARMS[a], "seed": 0} for a in opts["arms"]]
-  return [{**ARMS[a], "model.d_model": WIDTHS[a], "train.learning_rate": lr, "seed": 0} for a, lr in POINTS
-          if a in opts["arms"]]
+    return [protocol.point(ARMS, a, {}, None, 0) for a in opts["arms"]]
+  return [protocol.point(ARMS, a, {"model.d_model": WIDTHS[a]}, lr, 0) for a, lr in POINTS if a in opts["arms"]]
 
 
 def get_eval_args(arg: str = ""):

@@ -2,23 +2,20 @@
 
   python experiments/lm/length_table.py --workdir=runs/lm_length [--out=experiments/lm/length_check.md]
       [--archive=experiments/lm/points_length]   # the default: archived points are restored into --workdir first
+  python -m linear_seq.studies.tables --table=experiments/lm/length_table.py --workdir=runs/lm_length \
+      --out=experiments/lm/length_check.md      # the same, through the studies' tables CLI
 
 Per point (arm and learning rate, seed 0): validation bits/byte at the training length and at every evaluation length; the loss per
 position band of the longest evaluation (mean nats/byte over the band's positions, every row of the split);
 and for S4D the trained kernels' share past the training length (s4_memory.json: mean over channels, share of
 channels above 0.1, share of modes with an e-folding horizon past 128 and 2,048 tokens, median horizon).
 """
-import math
 import os
 
-from absl import app
-from absl import flags
-
 from linear_seq import config_lib
-from linear_seq.studies import archive
 from linear_seq.studies import collect
 from linear_seq.studies import common
-from linear_seq.studies import sweep
+from linear_seq.studies import tables
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PATH = os.path.join(HERE, "length_check.py")
@@ -29,22 +26,14 @@ study = config_lib.load_module(PATH)  # by path: a study config is loaded as a f
 def load_rows(workdir: str) -> list[dict]:
   """Rows of every point of the study that has a sub-workdir, with its position-loss files (`_position_loss`:
   {T: [loss per position]})."""
-  base = study.get_config("")
-  points = sweep.make_points(PATH, workdir, study.get_sweep(""), base_config=base,
-                             extra_commands=study.get_extra_commands(""))
-  rows = collect.collect([p for p in points if os.path.isdir(p.workdir)])
+  rows = tables.study_rows(PATH, workdir, extra_commands=study.get_extra_commands(""))
   for r in rows:
-    sub = r["_workdir"]
     r["_position_loss"] = {}
     for t in study.LENGTHS:
-      data = collect.read_json(os.path.join(sub, f"position_loss_validation_T{t}.json")) or {}
+      data = collect.read_json(os.path.join(r["_workdir"], f"position_loss_validation_T{t}.json")) or {}
       if data.get("position_loss"):
         r["_position_loss"][t] = data["position_loss"]
   return rows
-
-
-def _fmt(v, digits=3) -> str:
-  return f"{v:.{digits}f}" if isinstance(v, (int, float)) and not math.isnan(v) else "…"
 
 
 def band_mean(losses: list[float], lo: int, hi: int) -> float | None:
@@ -57,26 +46,21 @@ def band_mean(losses: list[float], lo: int, hi: int) -> float | None:
 
 def length_table(rows) -> str:
   ts = study.LENGTHS
-  lines = ["| arm | T=128 | " + " | ".join(f"T={t:,}" for t in ts) + f" | T={ts[-1]:,} − T=128 |",
-           "|---" * (len(ts) + 3) + "|"]
+  body = []
   for r in rows:
     base = r.get("bits_per_byte")
     at = [r.get(f"bits_per_byte@T{t}") for t in ts]
-    change = at[-1] - base if isinstance(at[-1], (int, float)) and isinstance(base, (int, float)) else None
-    lines.append(f"| {study.point_label(r)} | {_fmt(base)} | " + " | ".join(_fmt(v) for v in at) +
-                 f" | {'…' if change is None else f'{change:+.3f}'} |")
-  return "\n".join(lines) + "\n"
+    change = at[-1] - base if tables.is_number(at[-1]) and tables.is_number(base) else None
+    body.append([study.point_label(r), tables.fmt(base), *map(tables.fmt, at),
+                 tables.MISSING if change is None else f"{change:+.3f}"])
+  return tables.markdown(["arm", "T=128", *(f"T={t:,}" for t in ts), f"T={ts[-1]:,} − T=128"], body)
 
 
 def band_table(rows) -> str:
   t = study.LENGTHS[-1]
-  lines = ["| arm | " + " | ".join(f"positions {lo:,}–{hi:,}" for lo, hi in study.BANDS) + " |",
-           "|---" * (len(study.BANDS) + 1) + "|"]
-  for r in rows:
-    losses = r["_position_loss"].get(t, [])
-    lines.append(f"| {study.point_label(r)} | " + " | ".join(_fmt(band_mean(losses, lo, hi)) for lo, hi in study.BANDS)
-                 + " |")
-  return "\n".join(lines) + "\n"
+  return tables.markdown(["arm", *(f"positions {lo:,}–{hi:,}" for lo, hi in study.BANDS)], [
+      [study.point_label(r), *(tables.fmt(band_mean(r["_position_loss"].get(t, []), lo, hi)) for lo, hi in study.BANDS)]
+      for r in rows])
 
 
 MEMORY_KEYS = (("s4_tail_mean", "kernel share past 128 lags (mean over channels)"),
@@ -87,18 +71,14 @@ MEMORY_KEYS = (("s4_tail_mean", "kernel share past 128 lags (mean over channels)
 
 
 def memory_table(rows) -> str:
-  s4_rows = [r for r in rows if r.get("s4_layers")]
-  lines = ["| arm | " + " | ".join(words for _, words in MEMORY_KEYS) + " |", "|---" * (len(MEMORY_KEYS) + 1) + "|"]
-  for r in s4_rows:
-    lines.append(f"| {study.point_label(r)} | " + " | ".join(_fmt(r.get(k), 1 if k == "s4_horizon_median" else 3)
-                                                       for k, _ in MEMORY_KEYS) + " |")
-  return "\n".join(lines) + "\n"
+  return tables.markdown(["arm", *(words for _, words in MEMORY_KEYS)], [
+      [study.point_label(r), *(tables.fmt(r.get(k), 1 if k == "s4_horizon_median" else 3) for k, _ in MEMORY_KEYS)]
+      for r in rows if r.get("s4_layers")])
 
 
 def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
-  if archive_dir:
-    archive.restore_all(archive_dir, workdir)
-  rows = load_rows(workdir)
+  """The three tables, printed and written to `out` ('' = print only), the archived points restored first."""
+  rows = tables.restored(load_rows, workdir, archive_dir)
   t = study.LENGTHS[-1]
   text = ("# The S4D length check (experiments/lm/length_check.py; README: experiments/lm/README.md)\n\n"
           "Commands: `python -m linear_seq.studies.sweep --config=experiments/lm/length_check.py --workdir=runs/lm_length "
@@ -110,11 +90,5 @@ def write(workdir: str, archive_dir: str = ARCHIVE, out: str = "") -> str:
   return common.emit_markdown(text, out)
 
 
-def main(argv):
-  del argv
-  write(flags.FLAGS.workdir, flags.FLAGS.archive, flags.FLAGS.out)
-
-
 if __name__ == "__main__":   # flags defined here only (the tests load several table scripts in one process)
-  common.define_table_flags("runs/lm_length", ARCHIVE)
-  app.run(main)
+  tables.run_script(write, "runs/lm_length", ARCHIVE)

@@ -1,7 +1,9 @@
 """Why MQAR learns slowly here (issue 11, part 1): our setup against an independent model's, factor by factor.
 
   python -m linear_seq.studies.sweep --config=experiments/mqar/ablation.py --workdir=runs/mqar_ablation --parallel=2
-  python experiments/mqar/ablation_table.py runs/mqar_ablation/results.csv     # the Δ-accuracy table
+  python experiments/mqar/ablation_table.py --workdir=runs/mqar_ablation --out=experiments/mqar/ablation.md
+      # the Δ-accuracy table (or: python -m linear_seq.studies.tables --table=experiments/mqar/ablation_table.py
+      # --workdir=runs/mqar_ablation --out=experiments/mqar/ablation.md)
 
 Every point is configs/mqar.py:setup=block-conv (the setup before this study) at (T=64, 4 kv pairs), width 64,
 lr 1e-3 (the independent model's), seeds 0, 1. Variants: `ours` (that setup), `indep` (every factor moved to the
@@ -16,12 +18,13 @@ Factors (ours → independent model's):
   head:  output head tied to the embedding → untied (model.tie_embeddings; not on the issue's list: found when
          the listed six left softmax on its plateau)
   extras (only with variants=indep+b2/indep+constlr/indep+noclip): Adam β₂ 0.999, constant lr, no clipping.
-Options: mixers=softmax+retention+gla, seeds=N, variants=ours/indep/indep-conv/... (a subset, '/'-separated),
-steps=N, tiny=True.
+Options: mixers=softmax+retention+gla, seeds=N (or a list: 0+2), variants=ours/indep/indep-conv/... (a subset,
+'/'-separated), steps=N, tiny=True.
 """
 import os
 
 from linear_seq import config_lib
+from linear_seq.studies import protocol
 
 STUDY = "mqar_ablation"
 _MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "mqar.py")
@@ -80,15 +83,13 @@ ALL_VARIANTS = VARIANTS + tuple(f"indep+{e}" for e in EXTRAS)
 
 
 def variant_of(row: dict) -> str:
-  """The variant label of a result row (inverse of `variant`)."""
+  """The variant label of a result row: the one its point carries ('_arm'), else the inverse of `variant`."""
+  if row.get("_arm"):
+    return row["_arm"]
   o = row.get("_overrides", row)
   mixer = o.get("model.mixer")
   own = {k: v for k, v in o.items() if k not in ("model.mixer", "model.d_model", "seed")}
-  for name in ALL_VARIANTS:
-    v = variant(mixer, name)
-    if v is not None and v == own:
-      return name
-  return "?"
+  return next((name for name in ALL_VARIANTS if variant(mixer, name) == own), "?")
 
 
 def get_config(arg: str = ""):
@@ -104,23 +105,24 @@ def get_config(arg: str = ""):
 
 
 def get_sweep(arg: str = ""):
+  """Seed-major, then variant, then mixer: every cell has one seed before any has two. A point carries its
+  variant's label (protocol.Point.arm)."""
   opts = config_lib.parse_options(arg, OPTIONS)
-  mixers = str(opts.get("mixers", "+".join(MIXERS))).split("+")
+  mixers = config_lib.parse_subset(opts, "mixers", MIXERS, MIXERS, "mixer")
   names = str(opts.get("variants", "/".join(VARIANTS))).split("/")
-  for label, given, valid in (("mixer", mixers, MIXERS), ("variant", names, ALL_VARIANTS)):
-    unknown = [g for g in given if g not in valid]
-    if unknown:
-      raise ValueError(f"unknown {label}(s) {unknown}; valid: {', '.join(valid)}")
+  unknown = [n for n in names if n not in ALL_VARIANTS]
+  if unknown:
+    raise ValueError(f"unknown variant(s) {unknown}; valid: {', '.join(ALL_VARIANTS)}")
   width = 16 if opts.get("tiny") else 64
-  seeds = range(int(opts.get("seeds", 1 if opts.get("tiny") else 2)))
-  points = []
-  for s in seeds:  # seed-major, then variant: every cell has one seed before any has two
-    for name in names:
-      for mixer in mixers:
-        v = variant(mixer, name)
-        if v is not None:
-          points.append({"model.mixer": mixer, "model.d_model": width, **v, "seed": s})
-  return points
+
+  def make(seed, cell):
+    name, mixer = cell
+    v = variant(mixer, name)
+    return None if v is None else protocol.Point({"model.mixer": mixer, "model.d_model": width, **v, "seed": seed},
+                                                 name)
+
+  seeds = protocol.seeds(opts.get("seeds", 1 if opts.get("tiny") else 2))
+  return protocol.seed_major(seeds, [(name, mixer) for name in names for mixer in mixers], make)
 
 
 def get_plots(arg: str = ""):

@@ -20,7 +20,10 @@ arm back from overrides; the sweep keeps it (sweep.Point.arm) and collect puts i
 """
 import dataclasses
 import math
+import os
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+
+from linear_seq import config_lib
 
 Row = dict[str, Any]
 
@@ -270,3 +273,17 @@ def replay(first: Sequence[Mapping[str, Any]], followup: Callable[[list[Row]], I
       break
     rows = rows_of(points)
   return points, rows
+
+
+# The presets a study's task names (configs/<file>.py[:options]).
+CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs")
+
+
+def task(preset: str, overrides: Mapping[str, Any] | None = None, tiny: bool = False):
+  """A study's task: the config of the preset `preset` in configs/ ('mqar.py:setup=block-conv') with the study's
+  `overrides`; tiny: the preset's smoke test (tiny=True added to its options), the overrides left out."""
+  spec = os.path.join(CONFIGS, preset)
+  if tiny:
+    spec += ",tiny=True" if ":" in preset else ":tiny=True"
+  config = config_lib.load_config(spec)
+  return config if tiny or not overrides else config_lib.apply_overrides(config, dict(overrides))

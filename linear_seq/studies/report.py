@@ -1,8 +1,9 @@
 """Writes a sweep's result rows (collect.py) as DIR/results.csv and DIR/results.md.
 
 results.csv has one row per point; results.md has the table averaged over seeds (mean ± std where a `seed`
-override varies), the plots (drawn before, by plots.py), the per-point table, failures, and the command,
-library versions and XLA flags the sweep ran with.
+override varies; the seeds listed by value), a descriptive column with one value in every row (an override,
+params, state size, the seeds) said once in a line above the table instead, the plots (drawn before, by
+plots.py), the per-point table, failures, and the command, library versions and XLA flags the sweep ran with.
 """
 import csv
 import datetime
@@ -95,10 +96,27 @@ def _fmt(v: Any) -> str:
   return str(v)
 
 
+# Result columns that are the same for every seed of a row (shown as one number, not mean ± std).
+_EXACT = ("num_params", "state_size")
+
+
+def _seed_list(seeds: Sequence[Any]) -> str:
+  """The seeds by value: '0, 1, 2'."""
+  return ", ".join(_fmt(s) for s in seeds)
+
+
+def _constant(header: str, cell: str, override: bool) -> str:
+  """A constant column's entry in the line above the table: 'model.d_model=64', 'params 99,136', 'seeds 0, 1'
+  (an empty override cell: the study config's value)."""
+  if override:
+    return f"{header}=" + (cell if cell else "(the study config's)")
+  return f"{header} {cell}"
+
+
 def _fmt_agg(v: Any, key: str = "") -> str:
   if isinstance(v, tuple):
     mean, std, n = v
-    exact = key in ("num_params", "state_size")  # the same for every seed
+    exact = key in _EXACT  # the same for every seed
     return _fmt(int(mean) if exact else mean) if n == 1 or exact else f"{_fmt(mean)} ± {_fmt(std)}"
   return _fmt(v)
 
@@ -121,17 +139,32 @@ def markdown(rows: Sequence[dict[str, Any]], *, study: str, command: str, env: d
   group_keys = [k for k in okeys if not is_seed_key(k)]
   agg = aggregate(rows)
   ok = sum(r.get("status") == "ok" for r in rows)
-  seeds = sorted({repr(s) for a in agg for s in a["seeds"]})
+  by_value = lambda s: (0, s, "") if isinstance(s, int) else (1, 0, repr(s))   # numbers in order, then the rest
+  seeds = sorted({s for a in agg for s in a["seeds"]}, key=by_value)
+  seed_lists = {tuple(a["seeds"]) for a in agg}
   lines = [f"# Results: {study}", "",
            f"Command: `{command}`" if command else "",
            f"Written {datetime.datetime.now().isoformat(timespec='seconds')}: {len(rows)} points, {ok} finished.", ""]
-  title = "## Results" + (f" (mean ± std over seeds {', '.join(seeds)})" if any(len(a['seeds']) > 1 for a in agg)
-                          else (f" (seed {', '.join(seeds)})" if seeds else ""))
+  if any(len(a["seeds"]) > 1 for a in agg):
+    title = "## Results (mean ± std over " + (f"seeds {_seed_list(seeds)})" if len(seed_lists) == 1
+                                               else f"each row's seeds, column seeds; {_seed_list(seeds)} in all)")
+  else:
+    title = "## Results" + (f" (seed {_seed_list(seeds)})" if seeds else "")
   lines += [title, ""]
-  header = [*group_keys, *(METRIC_COLUMNS.get(m, m) for m in metrics)] + (["seeds"] if seeds else [])
-  body = [[_fmt(a["_members"][0].get(k)) for k in group_keys] + [_fmt_agg(a.get(m), m) for m in metrics]
-          + ([", ".join(_fmt(s) for s in a["seeds"])] if seeds else []) for a in agg]
-  lines += common.md_table(header, body) + [""]
+  columns = [*((k, k, lambda a, k=k: _fmt(a["_members"][0].get(k))) for k in group_keys),
+             *((m, METRIC_COLUMNS.get(m, m), lambda a, m=m: _fmt_agg(a.get(m), m)) for m in metrics),
+             *([("seeds", "seeds", lambda a: _seed_list(a["seeds"]))] if seeds else [])]
+  cells = [[cell(a) for _, _, cell in columns] for a in agg]
+  # a descriptive column (an override, params, state size, the seeds) with one value in every row of two or more
+  # is said once, in a line above the table
+  constant = [i for i, (key, _, _) in enumerate(columns) if len(agg) > 1 and len({c[i] for c in cells}) == 1
+              and (key in group_keys or key in _EXACT or key == "seeds")]
+  if constant:
+    lines += ["In every row: " + "; ".join(_constant(columns[i][1], cells[0][i], columns[i][0] in group_keys)
+                                       for i in constant)
+              + ".", ""]
+  keep = [i for i in range(len(columns)) if i not in constant]
+  lines += common.md_table([columns[i][1] for i in keep], [[c[i] for i in keep] for c in cells]) + [""]
   defaults = []
   for k in group_keys:
     plain = next((r for r in rows if k not in r.get("_overrides", {})), None)

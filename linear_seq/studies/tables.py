@@ -1,6 +1,8 @@
 """A tuned study's tables, once for every study: the rows of its points (the follow-up rounds replayed), the
 learning-rate pilot table, the per-cell table (per-seed values, mean ± sample std, seeds reaching a threshold,
-first step reaching it), the separation verdict between two arms, and markdown + CSV out.
+first step reaching it), the separation verdict between two arms (every seed of one better than every seed of the
+other; beside it, where the seeds allow, Welch's t-test, one-sided, with its p-value and n), and markdown + CSV
+out.
 
   python -m linear_seq.studies.tables --table=experiments/mqar/table.py --workdir=runs/mqar \
       --out=experiments/mqar/study.md      # restores the study's points folder into --workdir, writes study.md/.csv
@@ -16,6 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from absl import app
 from absl import flags
+import numpy as np
 
 from linear_seq import cli
 from linear_seq import config_lib
@@ -40,7 +43,8 @@ def study_rows(config: str, workdir: str, arg: str = "", followup_args: Sequence
   spec = f"{config}:{arg}" if arg else config
   base = module.get_config(arg if base_arg is None else base_arg)
   args = [arg] if followup_args is None else list(followup_args)
-  ask = hook or (lambda rows: [o for a in args for o in sweep.call_hook(module, "get_followup_sweep", rows, arg=a)])
+  ask = hook or (lambda rows: [o for a in args for o in sweep.call_hook(module, "get_followup_sweep", rows, arg=a)
+                                or ()])   # a study without follow-ups: its first points only
 
   def ran(overrides):
     made = sweep.make_points(spec, workdir, list(overrides), base_config=base, extra_commands=list(extra_commands))
@@ -88,9 +92,40 @@ def separated(a: Sequence[float], b: Sequence[float]) -> bool:
   return len(a) >= 2 and len(b) >= 2 and (max(a) < min(b) or max(b) < min(a))
 
 
-def verdict(a: Sequence[float], b: Sequence[float]) -> str:
-  """'yes' (separated), 'no' (the seeds overlap) or 'under 2 seeds' (not decided yet)."""
-  return "yes" if separated(a, b) else ("no" if len(a) >= 2 and len(b) >= 2 else "under 2 seeds")
+def verdict(a: Sequence[float], b: Sequence[float], direction: str | None = None) -> str:
+  """'yes' (separated), 'no' (the seeds overlap) or 'under 2 seeds' (not decided yet). With `direction` ('max':
+  higher is better, 'min': lower), Welch's one-sided test that A is better than B beside it (welch_text):
+  'no; p = 0.085 (Welch, one-sided, n = 3, 2)'."""
+  out = "yes" if separated(a, b) else ("no" if len(a) >= 2 and len(b) >= 2 else "under 2 seeds")
+  return out if direction is None or len(a) < 2 or len(b) < 2 else f"{out}; {welch_text(a, b, direction)}"
+
+
+def welch(a: Sequence[float], b: Sequence[float], direction: str = "max") -> tuple[float, float, float] | None:
+  """Welch's t-test (unequal variances) of "A's mean is better than B's", one-sided: (t, degrees of freedom, p),
+  t = (mean A − mean B) / sqrt(s_A²/n_A + s_B²/n_B) with the sample variances, its sign turned for direction
+  'min' (lower is better), df by Welch–Satterthwaite, p = P(T_df ≥ t). None where a side has under 2 seeds or
+  neither side varies (t undefined)."""
+  if direction not in protocol.DIRECTIONS:
+    raise ValueError(f"direction must be one of {', '.join(protocol.DIRECTIONS)}, got {direction!r}")
+  if len(a) < 2 or len(b) < 2:
+    return None
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+  if va + vb == 0:
+    return None
+  from scipy import stats   # pylint: disable=g-import-not-at-top  # here: it takes ~1 s, and only a test needs it
+  t = (a.mean() - b.mean()) / math.sqrt(va + vb) * (1 if direction == "max" else -1)
+  df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+  return float(t), float(df), float(stats.t.sf(t, df))
+
+
+def welch_text(a: Sequence[float], b: Sequence[float], direction: str = "max", digits: int = 3) -> str:
+  """'p = 0.012 (Welch, one-sided, n = 3, 3)': welch()'s p-value that A is better than B and the seeds on each
+  side; 'no test (under 2 seeds)' or 'no test (no spread)' where it is undefined."""
+  test = welch(a, b, direction)
+  if test is None:
+    return "no test (" + ("under 2 seeds" if len(a) < 2 or len(b) < 2 else "no spread") + ")"
+  return f"p = {test[2]:.{digits}f} (Welch, one-sided, n = {len(a)}, {len(b)})"
 
 
 def first_step(row: Row, threshold: float, key: str = "eval_accuracy") -> int | None:
@@ -144,11 +179,21 @@ def is_number(value: Any) -> bool:
   return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))
 
 
-def run_script(write: Callable[[str, str, str], Any], workdir: str, archive_dir: str) -> None:
+def run_script(write: Callable[..., Any], workdir: str, archive_dir: str, arg: str | None = None) -> None:
   """A study's table script run as a program: --workdir, --archive and --out (common.define_table_flags), then
-  write(workdir, archive_dir, out). Flags are defined only then: the tests load several scripts in one process."""
+  write(workdir, archive_dir, out); with `arg` (not None) also --arg (the study config's options, default `arg`),
+  passed on as write(..., arg=). Exits 0 (write's returned text is not an exit status). Flags are defined only
+  then: the tests load several scripts in one process."""
   common.define_table_flags(workdir, archive_dir)
-  app.run(lambda argv: write(flags.FLAGS.workdir, flags.FLAGS.archive, flags.FLAGS.out))
+  if arg is not None:
+    flags.DEFINE_string("arg", arg, "The study config's options, as given to the sweep (e.g. 'seeds=3').")
+
+  def main(argv):
+    del argv
+    f = flags.FLAGS
+    write(f.workdir, f.archive, f.out, **({} if arg is None else {"arg": f.arg}))
+
+  app.run(main)
 
 
 def define_flags() -> None:

@@ -1,9 +1,11 @@
 """linear_seq.studies.protocol: the learning-rate rule (edges, condition, ties, failures, directions), the point
-that carries its arm, seeds' one spec, and the bounded replay of follow-up rounds."""
+that carries its arm, seeds' one spec, the bounded replay of follow-up rounds, and a task from a preset."""
 import math
+import os
 
 import pytest
 
+from linear_seq import config_lib
 from linear_seq.studies import protocol
 from linear_seq.studies import sweep
 
@@ -160,3 +162,16 @@ def test_arms_pick_the_usual_mixers_in_the_studys_order_and_rows_name_their_arm(
   assert protocol.arm_of({"_arm": "mamba2", "_overrides": {"model.mixer": "mamba2", "model.init": "x"}}, arms) == "mamba2"
   with pytest.raises(ValueError, match="unknown stage 'x'; valid: a, b"):
     protocol.choice({"stage": "x"}, "stage", ("a", "b"), "a")
+
+
+def test_a_task_is_a_preset_with_the_studys_overrides_and_tiny_its_smoke_test():
+  block_conv = config_lib.load_config(os.path.join(protocol.CONFIGS, "mqar.py:setup=block-conv"))
+  config = protocol.task("mqar.py:setup=block-conv", {"eval.batch_size": 250})
+  assert config.eval.batch_size == 250 != block_conv.eval.batch_size
+  assert config_lib.to_dict(config) == config_lib.to_dict(config_lib.apply_overrides(block_conv, {"eval.batch_size": 250}))
+  tiny = protocol.task("mqar.py:setup=block-conv", {"eval.batch_size": 250}, tiny=True)   # the overrides left out
+  assert config_lib.to_dict(tiny) == config_lib.to_dict(
+      config_lib.load_config(os.path.join(protocol.CONFIGS, "mqar.py:setup=block-conv,tiny=True")))
+  small = protocol.task("shakespeare_small.py")
+  assert (small.data.seq_len, small.train.num_steps, small.model.conv_width) == (256, 1000, 4)
+  assert protocol.task("shakespeare_small.py", tiny=True).model.conv_width == 4

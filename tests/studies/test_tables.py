@@ -1,9 +1,12 @@
-"""linear_seq.studies.tables: the shared formatting of a study's tables, the separation verdict, the pilot table
-from a rule, the CSV, and the CLI on a study's table script."""
+"""linear_seq.studies.tables: the shared formatting of a study's tables, the separation verdict and Welch's test
+beside it, the pilot table from a rule, the CSV, and the CLI on a study's table script."""
 import math
 import os
 import subprocess
 import sys
+
+import pytest
+from scipy import stats
 
 from linear_seq.studies import protocol
 from linear_seq.studies import tables
@@ -62,3 +65,52 @@ def test_the_cli_runs_a_studys_table_script(tmp_path):
   bad = subprocess.run(cmd[:3] + ["--table=/nonexistent.py", "--workdir=W"], capture_output=True, text=True, cwd=REPO,
                        env={**os.environ, "PYTHONPATH": REPO})
   assert bad.returncode == 1 and bad.stderr.strip().startswith("error:")
+
+
+def test_a_table_script_run_as_a_program_exits_0(tmp_path):
+  """run_script: the flags (with --arg when asked) reach write(); its returned text is not an exit status."""
+  script = tmp_path / "table.py"
+  script.write_text("from linear_seq.studies import tables\n"
+                    "def write(workdir, archive_dir, out, arg):\n"
+                    "  open(out, 'w').write(f'{workdir} {archive_dir} {arg}')\n  return 'the markdown'\n"
+                    "if __name__ == '__main__':\n  tables.run_script(write, 'W', 'A', arg='x=1')\n")
+  out = tmp_path / "study.md"
+  done = subprocess.run([sys.executable, str(script), f"--out={out}", "--arg=seeds=2"], cwd=REPO, text=True,
+                        capture_output=True, env={**os.environ, "PYTHONPATH": REPO})
+  assert done.returncode == 0 and "the markdown" not in done.stderr, done.stderr
+  assert out.read_text() == "W A seeds=2"
+
+
+def test_welch_one_sided_against_the_closed_form_and_scipy():
+  """a = 3, 4, 5 against b = 1, 2, 3: s² = 1 on each side, so t = 2 / sqrt(2/3) = sqrt(6) and df = 4 exactly;
+  Student's t with 4 degrees of freedom has the CDF 1/2 + (3/8) u (1 − t² / (12 (1 + t²/4))), u = t / sqrt(1 +
+  t²/4), so p = 0.0352..."""
+  a, b = [3.0, 4.0, 5.0], [1.0, 2.0, 3.0]
+  t, df, p = tables.welch(a, b, "max")
+  u = t / math.sqrt(1 + t * t / 4)
+  assert math.isclose(t, math.sqrt(6), rel_tol=1e-12) and math.isclose(df, 4.0, rel_tol=1e-12)
+  assert math.isclose(p, 0.5 - 0.375 * u * (1 - t * t / (12 * (1 + t * t / 4))), rel_tol=1e-10)
+  assert math.isclose(p, 0.035242, abs_tol=5e-7)
+  t_min, _, p_min = tables.welch(a, b, "min")             # lower is better: A is the worse arm
+  assert t_min == -t and math.isclose(p_min, 1 - p, rel_tol=1e-12)
+  # unequal sizes and spreads, against scipy's own Welch test
+  a, b = [0.9, 0.95, 0.97], [0.5, 0.7]
+  want = stats.ttest_ind(a, b, equal_var=False, alternative="greater")
+  t, df, p = tables.welch(a, b, "max")
+  assert math.isclose(t, want.statistic, rel_tol=1e-12) and math.isclose(df, want.df, rel_tol=1e-12)
+  assert math.isclose(p, want.pvalue, rel_tol=1e-10)
+  want = stats.ttest_ind(a, b, equal_var=False, alternative="less")
+  assert math.isclose(tables.welch(a, b, "min")[2], want.pvalue, rel_tol=1e-10)
+
+
+def test_welch_where_the_seeds_do_not_allow_it():
+  assert tables.welch([1.0], [2.0, 3.0]) is None and tables.welch([1.0, 1.0], [2.0, 2.0]) is None
+  assert tables.welch_text([1.0], [2.0, 3.0]) == "no test (under 2 seeds)"
+  assert tables.welch_text([1.0, 1.0], [2.0, 2.0], "min") == "no test (no spread)"
+  assert tables.welch_text([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]) == "p = 0.035 (Welch, one-sided, n = 3, 3)"
+  assert tables.verdict([3.0, 4.0, 5.0], [1.0, 2.0, 3.0], "max") == "no; p = 0.035 (Welch, one-sided, n = 3, 3)"
+  # t = 1 / sqrt(0.005) = 14.14, df = 2: p = 1/2 − t / (2 sqrt(2 + t²)) = 0.0025
+  assert tables.verdict([1.0, 1.1], [2.0, 2.1], "min") == "yes; p = 0.002 (Welch, one-sided, n = 2, 2)"
+  assert tables.verdict([1.0], [2.0, 2.1], "min") == "under 2 seeds"       # no test to add
+  with pytest.raises(ValueError, match="direction must be one of max, min"):
+    tables.welch([1.0, 2.0], [1.0, 2.0], "up")
