@@ -115,6 +115,36 @@ def seeds(value: int | str | Sequence[int], within: Sequence[int] | None = None,
   return out
 
 
+def numbers(opts: Mapping[str, Any], key: str, default: Sequence[float], kind: Callable[[str], float] = int,
+            allowed: Sequence[float] | None = None, where: str = "this stage") -> tuple:
+  """A config option of '+'-joined positive numbers (widths=64+128 -> (64, 128)); `default` when absent. With
+  `allowed` (a stage's own values) they must be among them, and come back in its order."""
+  if key not in opts:
+    return tuple(default)
+  try:
+    values = [kind(x) for x in str(opts[key]).split("+")]
+  except ValueError:
+    values = []
+  if not values or any(not v > 0 for v in values):
+    raise ValueError(f"{key} must be positive numbers joined by '+', got {opts[key]!r}")
+  if allowed is None:
+    return tuple(values)
+  if not set(values) <= set(allowed):
+    raise ValueError(f"{key}={opts[key]}: {where} runs {key} {'+'.join(map(str, allowed))}")
+  return tuple(v for v in allowed if v in values)
+
+
+def found(rows: Iterable[Row], overrides: Mapping[str, Any]) -> Row | None:
+  """The first finished ('ok') row of the point with exactly these overrides, else None."""
+  want = dict(overrides)
+  return next((r for r in rows if r.get("status") == "ok" and r.get("_overrides") == want), None)
+
+
+def curve(row: Row, key: str = "eval_accuracy") -> list[tuple[int, float]]:
+  """A row's learning curve of `key`: [(step, value)] from its metrics.jsonl ('_metrics'), in order."""
+  return [(m["step"], m[key]) for m in row.get("_metrics") or () if key in m]
+
+
 def ladder_step(lr: float, up: bool) -> float:
   """The rate one step up (or down) the 1-3-10 ladder from `lr`; x3 (or /3) for a rate off it."""
   i = next((i for i, x in enumerate(LADDER) if math.isclose(x, lr, rel_tol=1e-9)), None)
@@ -224,6 +254,34 @@ class Tuning:
   def lr(self, rows, arm: str, cell: Hashable = None, provisional: bool = False) -> float | None:
     decision = self.decide(rows, arm, cell)
     return decision.provisional() if provisional else decision.lr
+
+  def best(self, rows, arm: str, cell: Hashable = None) -> tuple[float | None, list[Point]]:
+    """(the rate, None until known; the seed-0 points still to run before it is known)."""
+    decision = self.decide(rows, arm, cell)
+    return decision.lr, [self.pilot(arm, cell, lr) for lr in decision.todo]
+
+  def chosen(self, rows: Iterable[Row], arm_of: Callable[[Row], str],
+             cell_of: Callable[[Row], Hashable] = lambda r: None, arms: Iterable[str] | None = None,
+             provisional: bool = False) -> list[Row]:
+    """The rows at their (arm, cell)'s chosen rate, in order (provisional: the grid's best while the step past its
+    edge is pending); rows without a rate override (a tiny sweep's) are kept; those of an arm whose rate is not
+    decided, or not among `arms` (when given), are left out."""
+    rows = list(rows)
+    by_key, lrs, known = index(rows), {}, None if arms is None else set(arms)
+    out = []
+    for r in rows:
+      lr = r["_overrides"].get("train.learning_rate")
+      if lr is None:
+        out.append(r)
+        continue
+      arm, cell = arm_of(r), cell_of(r)
+      if known is not None and arm not in known:
+        continue
+      if (arm, cell) not in lrs:
+        lrs[arm, cell] = self.lr(by_key, arm, cell, provisional)
+      if lrs[arm, cell] == lr:
+        out.append(r)
+    return out
 
   def plan(self, rows, keys: Iterable[tuple[str, Hashable]], provisional: bool = False
            ) -> tuple[dict[tuple[str, Hashable], float | None], list[Point]]:
