@@ -8,35 +8,27 @@
       --out=experiments/hybrids/study.md --plots_dir=experiments/hybrids   # tables + plots (write())
 Smoke test: :tiny=True (2 points).
 
-Arms (model.layer_mixers lists one mixer per layer): the 2-layer hybrids gla,softmax and deltanet,softmax and the
-4-layer gla,gla,gla,softmax and deltanet,deltanet,deltanet,softmax, against the pure 2- and 4-layer gla,
-deltanet and softmax models. At equal parameters: each arm's width is the one of WIDTHS whose count is nearest
-the pure softmax model's of the same depth at the reference width.
-Learning rates, per arm: seed 0 runs at each of LRS[task] (the sweep's first points); when the best of them
-(best_lr: highest accuracy / lowest bits/byte, a failed point loses, ties to the smaller rate) is at an edge of
-the grid, seed 0 runs once more one step further out on the 1-3-10 ladder (protocol.LADDER: 3e-4 below 1e-3, 3e-2 above
-1e-2), and wins if strictly better (not extended further: the pilot table shows when the extension won). The
-follow-up points are then seeds 1.. at each (arm, reference width)'s chosen rate. Tables and plots use the
-chosen rate's points (chosen()).
-  task=mqar: configs/mqar.py:point=hard, the MQAR study's hard point (T=128, 8 kv pairs, 1,500 steps, setup
-             zoology), LRS 1e-3 / 3e-3, reference width 32 (`widths=32+64` adds 64). Not 64 alone:
-             there the pure 2-layer models already recall (the MQAR study's hard grid, 2 seeds: gla 0.998,
-             deltanet 1.000, softmax 1.000), so there is no gap to close; at width 32 the MQAR main grid's
-             (T=64, 4 pairs) gla and deltanet fall to 0.58 / 0.72 (3 seeds) while softmax stays at 0.999.
-  task=lm:   configs/shakespeare.py, the LM study's budget (1200 steps, T=128), LRS 3e-3 / 1e-2 (the LM pilot's best
-             rates for softmax and for gla / deltanet), reference width 128.
+Arms (model.layer_mixers, one mixer per layer): the 2- and 4-layer hybrids (one softmax layer last) against
+the pure gla, deltanet and softmax models of each depth; each arm's width is the one of WIDTHS whose parameter
+count is nearest the pure softmax model's of its depth at the reference width. Rates per (arm, reference
+width): protocol.LrRule over LRS[task] by METRIC[task], a step past either edge (edge=False: none); then seeds
+1.. at the chosen rate. Tables and plots use the chosen rate's points (chosen()). Why these tasks and widths:
+README.md.
+  task=mqar: configs/mqar.py:point=hard, the MQAR study's hard point (T=128, 8 kv pairs, 1,500 steps), evaluated
+             as that study does; LRS 1e-3 / 3e-3, reference width 32 (`widths=32+64` adds 64).
+  task=lm:   configs/shakespeare.py, the LM study's budget (1200 steps, T=128), LRS 3e-3 / 1e-2, reference width
+             128, evaluated with --position_loss.
 Options: task=mqar|lm, tiny=True, seeds=N or seeds=0+2 (default 2), arms=gla-softmax+gla2 (a subset of ARMS' labels,
 '+'-separated; default: all but the softmax-first orders softmax-gla / softmax-deltanet, the layer-order check),
 lrs=1e-3+3e-3, edge=False (no step past the grid's edge; a one-rate grid never steps), widths=32+64 (reference
 widths; task=mqar's default 32, task=lm's 128), steps=N (train.num_steps for every point instead of the task's
 budget; the schedule stretches with it).
 Tables (write(workdir): the sweeps in workdir/hybrids_mqar, hybrids_lm, hybrids_mqar_check and the LM study's in
-workdir/lm, each restored from its points folder, ARCHIVE): per task the pilot (seed 0 per rate, the chosen
-one), every arm at its chosen rate (layers, width, parameters, state, each seed's metric, mean ± std), and each
-hybrid's gap to the pure linear and pure softmax models of its depth (+ = hybrid better; whether the seeds
-separate); then the MQAR check (CHECKS: evaluation accuracy during training). task=lm's pure 2-layer arms come
-from the LM study's points (FROM_LM, marked ‡) when this sweep has not run them: the same model, data, steps,
-width and seeds, at the rate this study's rule picks from their seed-0 points.
+workdir/lm, restored from ARCHIVE): per task the pilot, every arm at its chosen rate (layers, width, parameters,
+state, each seed's metric, mean ± std) and each hybrid's gap to the pure models of its depth (PAIRS; + = hybrid
+better; whether the seeds separate); then the MQAR check (CHECKS: accuracy during training). task=lm's pure
+2-layer arms come from the LM study's points (FROM_LM, marked ‡) where this sweep has not run them (the same
+model, data, steps, width and seeds; the rate this study's rule picks from their seed-0 points).
 """
 import functools
 import os
@@ -89,7 +81,7 @@ TINY_ARMS = ("gla-softmax", "softmax2")
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
   task = protocol.choice(opts, "task", TASKS, "mqar")
-  names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), DEFAULT_ARMS, "arm")
+  names = protocol.arm_labels(opts, ARMS, DEFAULT_ARMS, TINY_ARMS)
   seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
   steps = protocol.numbers(opts, "steps", [None])[0]
   edge = opts.get("edge", True)
@@ -158,28 +150,21 @@ def get_sweep(arg: str = ""):
           for lr in opts["lrs"]]
 
 
-def rule(arg: str = "") -> protocol.LrRule:
-  """The task's rule: the grid `lrs`, its metric and direction (METRIC), a step past either edge unless
-  edge=False (protocol.LrRule: ties to the smaller rate, a failed point loses, a one-rate grid never steps)."""
+def tuning(arg: str = "") -> protocol.Tuning:
+  """The task's rule over seed 0's points: the grid `lrs`, its metric and direction (METRIC), a step past either
+  edge unless edge=False (protocol.LrRule)."""
   opts = _opts(arg)
-  metric, direction = METRIC[opts["task"]]
-  return protocol.LrRule(tuple(opts["lrs"]), metric, direction, edge="both" if opts["edge"] else "none")
+  rule = protocol.LrRule(tuple(opts["lrs"]), *METRIC[opts["task"]], edge="both" if opts["edge"] else "none")
+  return protocol.Tuning(rule, lambda arm, width, lr: point(arm, width, lr, 0, opts["steps"]))
 
 
 def rates(arg: str = "") -> list[float]:
   """Every rate a seed-0 point may run at: the grid and the steps past both its edges (ascending)."""
-  return rule(arg).rates()
-
-
-def tuning(arg: str = "") -> protocol.Tuning:
-  steps = _opts(arg)["steps"]
-  return protocol.Tuning(rule(arg), lambda arm, width, lr: point(arm, width, lr, 0, steps))
+  return tuning(arg).rule.rates()
 
 
 def best_lr(rows, arm: str, width: int, arg: str = "", provisional: bool = False) -> float | None:
-  """The arm's rate at this width (rule(arg) over its seed-0 points), or None until the points it needs have
-  finished. provisional=True: the grid's best while the step past its edge has not finished (what the tables
-  mark as provisional)."""
+  """The arm's rate at this width, None until known (provisional: the grid's best while the step is pending)."""
   return tuning(arg).lr(rows, arm, width, provisional)
 
 
@@ -240,8 +225,7 @@ PAIRS = {"gla-softmax": ("gla2", "softmax2"), "deltanet-softmax": ("deltanet2", 
          "gla3-softmax": ("gla4", "softmax4"), "deltanet3-softmax": ("deltanet4", "softmax4")}
 TITLES = {"mqar": "MQAR (T=128, 8 key-value pairs, 1,500 steps; reference width 32): validation accuracy",
           "lm": "Shakespeare LM (1,200 steps, T=128; reference width 128): validation bits/byte"}
-PROVISIONAL = ("\n† provisional: the better rate of the grid; the step past its edge (seed 0) has not finished "
-               "yet.\n")
+PROVISIONAL = tables.PROVISIONAL_NOTE
 FROM_LM_NOTE = ("\n‡ from the LM study (experiments/lm/points: the same model, data, steps and width; its seeds "
                 f"0–{SEEDS - 1} at the rate this study's rule picks from its seed-0 points).\n")
 

@@ -94,8 +94,7 @@ def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
   stage = protocol.choice(opts, "stage", STAGES, "main")
   seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
-  names = (list(TINY_ARMS) if opts.get("tiny")
-           else config_lib.parse_subset(opts, "arms", list(ARMS), DEFAULT_ARMS, "arm"))
+  names = protocol.arm_labels(opts, ARMS, DEFAULT_ARMS, TINY_ARMS)
   lengths = () if opts.get("lengths") == "" else protocol.numbers(opts, "lengths", LENGTHS)
   if opts.get("tiny") and "lengths" not in opts:
     lengths = (TINY_LENGTH,)

@@ -85,7 +85,7 @@ def arm_of(row: dict) -> str:
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
   stage = protocol.choice(opts, "stage", STAGES, "main")
-  names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), ARMS, "arm")
+  names = protocol.arm_labels(opts, ARMS, tiny=TINY_ARMS)
   if opts.get("hard") and stage != "seedcheck":
     raise ValueError(f"hard=True is a seedcheck option (stage {stage}: use stage=hard for the hard grid)")
   hard = stage == "hard" or bool(opts.get("hard"))

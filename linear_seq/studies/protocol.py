@@ -22,6 +22,8 @@ import dataclasses
 import math
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
+from linear_seq import config_lib
+
 Row = dict[str, Any]
 
 # The rates a grid's edge steps out to: the next on this ladder (x3 or /3 for a rate off it).
@@ -84,6 +86,15 @@ def arm_of(row: Row, arms: Mapping[str, Mapping[str, Any]] | None = None) -> str
     if all(overrides.get(k) == v for k, v in arm.items()):
       return label
   return str(overrides.get("model.mixer", ""))
+
+
+def arm_labels(opts: Mapping[str, Any], arms: Mapping[str, Any], default: Sequence[str] | None = None,
+               tiny: Sequence[str] = ()) -> list[str]:
+  """The arms a study's options pick: tiny=True's `tiny` arms; else arms=a+b (labels of `arms`, checked), or
+  `default` (all of `arms` when None) without the option."""
+  if opts.get("tiny"):
+    return list(tiny)
+  return config_lib.parse_subset(opts, "arms", list(arms), list(arms) if default is None else default, "arm")
 
 
 def choice(opts: Mapping[str, Any], key: str, valid: Sequence[str], default: str) -> str:

@@ -30,6 +30,9 @@ from linear_seq.studies import sweep
 
 Row = dict[str, Any]
 MISSING = "…"
+# What a † beside a rate means (pilot_table(provisional=True), a Cell's provisional rate).
+PROVISIONAL_NOTE = ("\n† provisional: the better rate of the grid; the step past its edge (seed 0) has not "
+                    "finished yet.\n")
 
 
 def study_rows(config: str, workdir: str, arg: str = "", followup_args: Sequence[str] | None = None,
