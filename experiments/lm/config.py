@@ -10,8 +10,9 @@ each at its own learning rate, 3 seeds, evaluated at its training length and bey
 Stages: pilot = seed 0 of every arm at each of PILOT_LRS (30 points), plus one rate further out for an arm whose
 best is at an edge (RULE: 3e-4 below 1e-3, 3e-2 above 1e-2); main = the pilot, then seeds 1.. at each
 arm's chosen rate (lowest seed-0 validation bits/byte; seed 0's main point is its pilot point). Smoke test:
-:tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N or seeds=0+2 (a count or the seeds; default 3),
-arms=softmax+gla (a subset of ARMS), lengths=512+2048 (the extra evaluation lengths; '' none).
+:tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N or seeds=0+2 (a
+count or the seeds; default 3), arms=softmax+gla (a subset of ARMS), lengths=512+2048 (the extra evaluation
+lengths; '' none).
 
 Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
 (the same token budget for every arm). Each arm's width is chosen from WIDTHS so that its parameter
@@ -23,12 +24,7 @@ linear_seq.studies.speed --decode_workdir=SUB`), and the validation split evalua
 LENGTHS (eval_validation_T<T>.json: columns bits_per_byte@T512, ...), with EVAL_TOKENS tokens per batch
 (batch 16 at 512, 4 at 2048, 1 at 8192) and the whole split at every length (the last partial sequence is
 dropped: 457,244 bytes at T=128, 450,560 at 8,192).
-Arms: softmax (RoPE), linear attention with the short causal conv (width 4: without decay, positions or a
-conv it sees its prefix as an unordered sum), retention with RoPE on q and k (RetNet's xPos rotation without
-its scaling), gla, s4, deltanet with delta_gate none / scalar / channel, mamba2 (head dim 64: at width 128, 24% more
-parameters than softmax) and mamba2-p32 (head dim 32, width 112: within 3% of softmax's count).
-Before 2026-12-01 the study ran seven arms with one seed at configs/default.py's lr 5e-3 for every arm
-(results_2026_11.md): softmax, linear, retention, gla, s4, linear-conv4, retention-rope.
+Arms: ARMS (why each, their widths and the study's history: README.md).
 Tables (write): the pilot (seed 0's bits/byte per rate, the rate chosen); each arm at its rate, sorted by mean
 (width, parameters, state, each seed's bits/byte, mean ± sample std, train tokens/s and decode ms/token, the
 loss early and late in the context); the seed spread (the arms each is better than beyond it: every seed of
@@ -175,25 +171,24 @@ ZOOM_LEFT_OUT = ("softmax", "deltanet")
 def get_plots(arg: str = ""):
   """Every plot at each arm's chosen learning rate (the pilot's other rates left out)."""
   del arg
+  arms = {"group": label, "groups": list(ARMS), "select": chosen}
+  lengths = {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", **arms, "logx": 2,
+             "xlabel": "evaluation length (bytes)", "ylabel": "validation bits/byte"}
   return [
-      {"kind": "curves", "y": "eval_loss", "group": label, "groups": list(ARMS), "select": chosen, "file": "eval_loss_curves.png",
+      {"kind": "curves", "y": "eval_loss", **arms, "file": "eval_loss_curves.png",
        "title": "Shakespeare: validation loss during training", "ylabel": "validation loss (nats/byte)"},
-      {"kind": "curves", "y": "train_loss", "group": label, "groups": list(ARMS), "select": chosen, "file": "train_loss_curves.png",
+      {"kind": "curves", "y": "train_loss", **arms, "file": "train_loss_curves.png",
        "title": "Shakespeare: training loss", "ylabel": "training loss (nats/byte)"},
-      {"kind": "series", "y": "position_loss", "group": label, "groups": list(ARMS), "select": chosen, "source": "position_loss.json",
+      {"kind": "series", "y": "position_loss", **arms, "source": "position_loss.json",
        "file": "loss_vs_position.png", "logx": 2, "title": "validation loss vs position in the context",
        "xlabel": "position in the context (bytes)", "ylabel": "validation loss (nats/byte)"},
       {"kind": "xy", "x": label, "y": "bits_per_byte", "select": chosen, "file": "bits_per_byte.png",
        "title": "Shakespeare: validation bits/byte", "xlabel": "mixer (arm)"},
-      {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label, "groups": list(ARMS),
-       "select": lambda rows: by_length(chosen(rows)), "logx": 2,
-       "file": "bits_per_byte_vs_length.png", "title": "Shakespeare: trained at T={data.seq_len}, evaluated at longer T",
-       "xlabel": "evaluation length (bytes)", "ylabel": "validation bits/byte"},
-      {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label, "groups": list(ARMS),
-       "select": lambda rows: [r for r in by_length(chosen(rows)) if label(r) not in ZOOM_LEFT_OUT], "logx": 2,
+      {**lengths, "select": lambda rows: by_length(chosen(rows)), "file": "bits_per_byte_vs_length.png",
+       "title": "Shakespeare: trained at T={data.seq_len}, evaluated at longer T"},
+      {**lengths, "select": lambda rows: [r for r in by_length(chosen(rows)) if label(r) not in ZOOM_LEFT_OUT],
        "file": "bits_per_byte_vs_length_zoom.png",
-       "title": f"the same without {' and '.join(ZOOM_LEFT_OUT)} (their rise hides the others' changes)",
-       "xlabel": "evaluation length (bytes)", "ylabel": "validation bits/byte"},
+       "title": f"the same without {' and '.join(ZOOM_LEFT_OUT)} (their rise hides the others' changes)"},
   ]
 
 
