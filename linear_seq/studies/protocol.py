@@ -105,19 +105,28 @@ def choice(opts: Mapping[str, Any], key: str, valid: Sequence[str], default: str
   return value
 
 
+SEEDS_SYNTAX = "a count (3: seeds 0, 1, 2) or '+'-joined seeds (0+2)"
+
+
 def seeds(value: int | str | Sequence[int], within: Sequence[int] | None = None, where: str = "this stage"
           ) -> tuple[int, ...]:
   """A study's seeds from one spec: a count (3 -> seeds 0, 1, 2) or an explicit list (0+2, or a sequence).
-  `within` (a stage's fixed seeds): the spec selects among them (a single number is then one of them, 1 -> (1,)),
-  and a seed outside them is an error."""
+  `within` (a stage's fixed seeds; the MQAR study's stages only): the spec selects among them (a single number
+  is then one of them, 1 -> (1,)), and a seed outside them is an error. Anything else (a fraction, a word, a
+  repeated or negative seed, a count below 1) is a ValueError saying what a spec is."""
+  def integer(x) -> int:
+    if isinstance(x, bool) or not (isinstance(x, int) or isinstance(x, str) and x.strip().lstrip("-").isdigit()):
+      raise ValueError(f"seeds must be {SEEDS_SYNTAX}, got {value!r}")
+    return int(x)
+
   if isinstance(value, str) and "+" in value or isinstance(value, (list, tuple)):
-    out = tuple(int(s) for s in (value.split("+") if isinstance(value, str) else value))
+    out = tuple(integer(s) for s in (value.split("+") if isinstance(value, str) else value))
   elif within is not None:
-    out = (int(value),)
+    out = (integer(value),)
   else:
-    n = int(value)
+    n = integer(value)
     if n < 1:
-      raise ValueError(f"seeds must be >= 1, got {value!r}")
+      raise ValueError(f"seeds must be {SEEDS_SYNTAX} (a count of at least 1), got {value!r}")
     return tuple(range(n))
   if any(s < 0 for s in out) or len(set(out)) != len(out):
     raise ValueError(f"seeds must be distinct non-negative integers, got {value!r}")

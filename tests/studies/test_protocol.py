@@ -130,6 +130,9 @@ def test_seeds_one_spec():
   for bad, within in (("0", None), ("1+1", None), ("-1+2", None), ("3", (0, 1))):
     with pytest.raises(ValueError):
       protocol.seeds(bad, within)
+  for bad in ("x", 2.5, True, "1+x", "", None, [0, 1.5]):
+    with pytest.raises(ValueError, match=r"seeds must be a count \(3: seeds 0, 1, 2\) or '\+'-joined seeds"):
+      protocol.seeds(bad)
 
 
 def test_seed_major_and_new_points():
