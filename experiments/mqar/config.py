@@ -125,10 +125,9 @@ def still_rising(row: dict, window: int = 500, delta: float = 0.01) -> bool:
 
 
 # The pilot's rule: the better of PILOT_LRS by final accuracy (ties: the smaller rate; a failed point loses); if
-# that is the larger rate and it is still rising, seed 0 runs at 1e-2 too (EXTRA_LR), which wins if better.
+# that is the larger rate and it is still rising, seed 0 runs at 1e-2 too, which wins if better.
 RULE = protocol.LrRule(PILOT_LRS, metric="accuracy", direction="max", edge="up", condition=still_rising,
                        condition_text="still rising")
-EXTRA_LR = RULE.step(max(PILOT_LRS))
 CHECK_LRS = tuple(RULE.rates())
 TUNING = protocol.Tuning(RULE, lambda arm, cell, lr: point(arm, PILOT_WIDTH, lr, 0))
 best_lr = TUNING.best   # best_lr(rows, arm) -> (the arm's rate or None, the pilot points still to run)

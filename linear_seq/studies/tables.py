@@ -1,6 +1,8 @@
 """A tuned study's tables, once for every study: the rows of its points (the follow-up rounds replayed), the
-learning-rate pilot table, the per-cell table (per-seed values, mean ± sample std, seeds reaching a threshold,
-first step reaching it), the separation verdict between two arms, and markdown + CSV out.
+learning-rate pilot table, the per-cell table (cells at the chosen rate; columns: per-seed values, mean ± sample
+std, seeds reaching a threshold, first step reaching it), the separation verdict between two arms and the
+tables built on it (each arm's seed spread against the others, an arm's gap to named others), the values per
+evaluation length and per rate, learning curves at fixed steps, and markdown + CSV out.
 
   python -m linear_seq.studies.tables --table=experiments/mqar/config.py --workdir=runs/mqar \
       --out=experiments/mqar/study.md      # restores the study's points folder into --workdir, writes study.md/.csv
@@ -62,8 +64,12 @@ def rows_of(config: str, workdir: str, overrides: Iterable[dict], base, extra_co
 
 def unique_ok(rows: Iterable[Row]) -> list[Row]:
   """The finished rows, each point once (by name), in order."""
-  seen = set()
-  return [r for r in rows if r.get("status") == "ok" and not (r["name"] in seen or seen.add(r["name"]))]
+  out, seen = [], set()
+  for r in rows:
+    if r.get("status") == "ok" and r["name"] not in seen:
+      seen.add(r["name"])
+      out.append(r)
+  return out
 
 
 def restored(load_rows: Callable[[str], list[Row]], workdir: str, archive_dir: str = "") -> list[Row]:
@@ -187,17 +193,17 @@ def values(rows: Iterable[Row], metric: str) -> list[float]:
   return [float(r[metric]) for r in rows if is_number(r.get(metric))]
 
 
-def spread_table(cells: Mapping[str, Sequence[float]], direction: str = "min") -> str:
+def spread_table(by_arm: Mapping[str, Sequence[float]], direction: str = "min") -> str:
   """Per arm with a value (in order): its mean; the arms it is better than beyond the seed spread (separated,
   its mean better in `direction`); the arms whose seeds overlap its own; those with under 2 seeds on a side;
   each with the difference of means (this arm − the other)."""
   body = []
-  for arm, a in cells.items():
+  for arm, a in by_arm.items():
     if not a:
       continue
     ma = sum(a) / len(a)
     better, within, open_ = [], [], []
-    for other, b in cells.items():
+    for other, b in by_arm.items():
       if other == arm or not b:
         continue
       mb = sum(b) / len(b)
@@ -214,7 +220,7 @@ def spread_table(cells: Mapping[str, Sequence[float]], direction: str = "min") -
                    "under 2 seeds on a side (Δ mean)"], body)
 
 
-def gap_table(pairs: Mapping[str, Sequence[str]], cells: Mapping[str, Sequence[float]], direction: str,
+def gap_table(pairs: Mapping[str, Sequence[str]], by_arm: Mapping[str, Sequence[float]], direction: str,
               header: Sequence[str]) -> str:
   """Each arm of `pairs` that has a cell against its others: Δ = its mean − the other's, signed so that + means
   it is better (higher for 'max', lower for 'min'), and whether their seeds separate (verdict); 'other: …'
@@ -222,11 +228,11 @@ def gap_table(pairs: Mapping[str, Sequence[str]], cells: Mapping[str, Sequence[f
   sign = 1.0 if direction == "max" else -1.0
   body = []
   for arm, others in pairs.items():
-    if arm not in cells:
+    if arm not in by_arm:
       continue
-    a, out = cells[arm], []
+    a, out = by_arm[arm], []
     for other in others:
-      b = cells.get(other) or []
+      b = by_arm.get(other) or []
       if not a or not b:
         out.append(f"{other}: …")
       else:
@@ -254,12 +260,12 @@ def by_length(rows: Iterable[Row], metric: str = "bits_per_byte") -> list[Row]:
   return out
 
 
-def length_table(cells: Mapping[str, Sequence[Row]], metric: str = "bits_per_byte") -> str:
-  """Per arm: its `metric` at every evaluation length of the cells (mean ± std over seeds), then the mean over
+def length_table(by_arm: Mapping[str, Sequence[Row]], metric: str = "bits_per_byte") -> str:
+  """Per arm: its `metric` at every evaluation length its rows have (mean ± std over seeds), then the mean over
   seeds of each model's change from the shortest length to the longest."""
-  ts = sorted({int(r["eval_seq_len"]) for cell in cells.values() for r in by_length(cell, metric)})
+  ts = sorted({int(r["eval_seq_len"]) for cell in by_arm.values() for r in by_length(cell, metric)})
   body = []
-  for arm, cell in cells.items():
+  for arm, cell in by_arm.items():
     by = by_length(cell, metric)
     per_seed_at = {}   # the change per seed (the same model evaluated at both lengths), then its mean
     for r in by:
@@ -270,11 +276,11 @@ def length_table(cells: Mapping[str, Sequence[Row]], metric: str = "bits_per_byt
   return markdown(["arm", *(f"T={t:,}" for t in ts), f"T={ts[-1]:,} − T={ts[0]:,}" if ts else ""], body)
 
 
-def rate_table(cells: Mapping[tuple[str, float], float], arms: Sequence[str]) -> str:
+def rate_table(by_arm_rate: Mapping[tuple[str, float], float], arms: Sequence[str]) -> str:
   """Per arm (in `arms`' order, those with a value): a signed value at each rate ('' where none)."""
-  lrs = sorted({lr for _, lr in cells})
-  body = [[arm, *(f"{cells[arm, lr]:+.3f}" if (arm, lr) in cells else "" for lr in lrs)]
-          for arm in arms if any((arm, lr) in cells for lr in lrs)]
+  lrs = sorted({lr for _, lr in by_arm_rate})
+  body = [[arm, *(f"{by_arm_rate[arm, lr]:+.3f}" if (arm, lr) in by_arm_rate else "" for lr in lrs)]
+          for arm in arms if any((arm, lr) in by_arm_rate for lr in lrs)]
   return markdown(["arm", *(f"lr {lr:g}" for lr in lrs)], body)
 
 
