@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+from linear_seq.studies import archive
 from linear_seq.studies import protocol
 from linear_seq.studies import tables
 from tests.helpers import REPO
@@ -68,7 +69,6 @@ def test_the_cli_restores_several_points_folders_and_passes_plots_dir(tmp_path):
   """A study with several sweep directories (ARCHIVE = {sub-directory: points folder}, as hybrids'): each folder
   that exists is restored under --workdir; --plots_dir reaches a write() that takes it, and is refused by one
   that does not."""
-  from linear_seq.studies import archive   # pylint: disable=import-outside-toplevel
   sub = tmp_path / "runs_a" / "p"
   sub.mkdir(parents=True)
   (sub / "eval.json").write_text('{"accuracy": 0.5, "step": 1}')
