@@ -4,41 +4,51 @@
       --archive=experiments/hybrids/points_mqar --parallel=2
   python -m linear_seq.studies.sweep --config=experiments/hybrids/config.py:task=lm --workdir=runs/hybrids_lm \
       --archive=experiments/hybrids/points_lm --parallel=2
+  python -m linear_seq.studies.tables --table=experiments/hybrids/config.py --workdir=runs \
+      --out=experiments/hybrids/study.md --plots_dir=experiments/hybrids   # tables + plots (write())
 Smoke test: :tiny=True (2 points).
 
-Arms (model.layer_mixers lists one mixer per layer): the 2-layer hybrids gla,softmax and deltanet,softmax and the
-4-layer gla,gla,gla,softmax and deltanet,deltanet,deltanet,softmax, against the pure 2- and 4-layer gla,
-deltanet and softmax models. At equal parameters: each arm's width is the one of WIDTHS whose count is nearest
-the pure softmax model's of the same depth at the reference width.
-Learning rates, per arm: seed 0 runs at each of LRS[task] (the sweep's first points); when the best of them
-(best_lr: highest accuracy / lowest bits/byte, a failed point loses, ties to the smaller rate) is at an edge of
-the grid, seed 0 runs once more one step further out on the 1-3-10 ladder (protocol.LADDER: 3e-4 below 1e-3, 3e-2 above
-1e-2), and wins if strictly better (not extended further: the pilot table shows when the extension won). The
-follow-up points are then seeds 1.. at each (arm, reference width)'s chosen rate. Tables and plots use the
-chosen rate's points (chosen()).
-  task=mqar: configs/mqar.py:point=hard, the MQAR study's hard point (T=128, 8 kv pairs, 1,500 steps, setup
-             zoology), LRS 1e-3 / 3e-3, reference width 32 (`widths=32+64` adds 64). Not 64 alone:
-             there the pure 2-layer models already recall (the MQAR study's hard grid, 2 seeds: gla 0.998,
-             deltanet 1.000, softmax 1.000), so there is no gap to close; at width 32 the MQAR main grid's
-             (T=64, 4 pairs) gla and deltanet fall to 0.58 / 0.72 (3 seeds) while softmax stays at 0.999.
-  task=lm:   configs/shakespeare.py, the LM study's budget (1200 steps, T=128), LRS 3e-3 / 1e-2 (the LM pilot's best
-             rates for softmax and for gla / deltanet), reference width 128.
+Arms (model.layer_mixers, one mixer per layer): the 2- and 4-layer hybrids (one softmax layer last) against
+the pure gla, deltanet and softmax models of each depth; each arm's width is the one of WIDTHS whose parameter
+count is nearest the pure softmax model's of its depth at the reference width. Rates per (arm, reference
+width): protocol.LrRule over LRS[task] by METRIC[task], a step past either edge (edge=False: none); then seeds
+1.. at the chosen rate. Tables and plots use the chosen rate's points (chosen()). Why these tasks and widths:
+README.md.
+  task=mqar: configs/mqar.py:point=hard, the MQAR study's hard point (T=128, 8 kv pairs, 1,500 steps), evaluated
+             as that study does; LRS 1e-3 / 3e-3, reference width 32 (`widths=32+64` adds 64).
+  task=lm:   configs/shakespeare.py, the LM study's budget (1200 steps, T=128), LRS 3e-3 / 1e-2, reference width
+             128, evaluated with --position_loss.
 Options: task=mqar|lm, tiny=True, seeds=N or seeds=0+2 (default 2), arms=gla-softmax+gla2 (a subset of ARMS' labels,
 '+'-separated; default: all but the softmax-first orders softmax-gla / softmax-deltanet, the layer-order check),
 lrs=1e-3+3e-3, edge=False (no step past the grid's edge; a one-rate grid never steps), widths=32+64 (reference
 widths; task=mqar's default 32, task=lm's 128), steps=N (train.num_steps for every point instead of the task's
 budget; the schedule stretches with it).
+Tables (write(workdir): the sweeps in workdir/hybrids_mqar, hybrids_lm, hybrids_mqar_check and the LM study's in
+workdir/lm, restored from ARCHIVE): per task the pilot, every arm at its chosen rate (layers, width, parameters,
+state, each seed's metric, mean ± std) and each hybrid's gap to the pure models of its depth (PAIRS; + = hybrid
+better; whether the seeds separate); then the MQAR check (CHECKS: accuracy during training). task=lm's pure
+2-layer arms come from the LM study's points (FROM_LM, marked ‡) where this sweep has not run them (the same
+model, data, steps, width and seeds; the rate this study's rule picks from their seed-0 points).
 """
 import functools
 import os
 
 from linear_seq import config_lib
+from linear_seq.studies import common
 from linear_seq.studies import params
+from linear_seq.studies import plots
 from linear_seq.studies import protocol
+from linear_seq.studies import tables
 
 STUDY = "hybrids"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _CONFIGS = os.path.join(_HERE, "..", "..", "configs")
+_LM_STUDY = os.path.join(_HERE, "..", "lm", "config.py")
+# write()'s sweep directories (under its workdir) and the points folders restored into them.
+WORKDIRS = {"mqar": "hybrids_mqar", "lm": "hybrids_lm", "check": "hybrids_mqar_check", "lm_study": "lm"}
+ARCHIVE = {WORKDIRS["mqar"]: os.path.join(_HERE, "points_mqar"), WORKDIRS["lm"]: os.path.join(_HERE, "points_lm"),
+           WORKDIRS["check"]: os.path.join(_HERE, "points_mqar_check"),
+           WORKDIRS["lm_study"]: os.path.join(_HERE, "..", "lm", "points")}
 OPTIONS = ("task", "tiny", "seeds", "arms", "lrs", "edge", "widths", "steps")
 TASKS = ("mqar", "lm")
 # label (a mixer's count of layers after its name; no commas or spaces, so that `arms=` can name them) -> the
@@ -68,28 +78,17 @@ METRIC = {"mqar": ("accuracy", "max"), "lm": ("bits_per_byte", "min")}
 TINY_ARMS = ("gla-softmax", "softmax2")
 
 
-def _numbers(opts: dict, key: str, default, kind):
-  text = str(opts.get(key, "+".join(map(str, default))))
-  try:
-    values = [kind(x) for x in text.split("+")]
-  except ValueError:
-    values = []
-  if not values or any(v <= 0 for v in values):
-    raise ValueError(f"{key} must be positive numbers joined by '+', got {opts.get(key)!r}")
-  return values
-
-
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
   task = protocol.choice(opts, "task", TASKS, "mqar")
-  names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), DEFAULT_ARMS, "arm")
+  names = protocol.arm_labels(opts, ARMS, DEFAULT_ARMS, TINY_ARMS)
   seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
-  steps = _numbers(opts, "steps", [0], int)[0] if "steps" in opts else None
+  steps = protocol.numbers(opts, "steps", [None])[0]
   edge = opts.get("edge", True)
   if not isinstance(edge, bool):
     raise ValueError(f"edge must be True or False, got {edge!r}")
-  return {**opts, "task": task, "arms": names, "seeds": seeds, "lrs": _numbers(opts, "lrs", LRS[task], float),
-          "edge": edge, "widths": _numbers(opts, "widths", REFERENCE_WIDTHS[task], int), "steps": steps}
+  return {**opts, "task": task, "arms": names, "seeds": seeds, "lrs": protocol.numbers(opts, "lrs", LRS[task], float),
+          "edge": edge, "widths": protocol.numbers(opts, "widths", REFERENCE_WIDTHS[task]), "steps": steps}
 
 
 def get_config(arg: str = ""):
@@ -151,28 +150,21 @@ def get_sweep(arg: str = ""):
           for lr in opts["lrs"]]
 
 
-def rule(arg: str = "") -> protocol.LrRule:
-  """The task's rule: the grid `lrs`, its metric and direction (METRIC), a step past either edge unless
-  edge=False (protocol.LrRule: ties to the smaller rate, a failed point loses, a one-rate grid never steps)."""
+def tuning(arg: str = "") -> protocol.Tuning:
+  """The task's rule over seed 0's points: the grid `lrs`, its metric and direction (METRIC), a step past either
+  edge unless edge=False (protocol.LrRule)."""
   opts = _opts(arg)
-  metric, direction = METRIC[opts["task"]]
-  return protocol.LrRule(tuple(opts["lrs"]), metric, direction, edge="both" if opts["edge"] else "none")
+  rule = protocol.LrRule(tuple(opts["lrs"]), *METRIC[opts["task"]], edge="both" if opts["edge"] else "none")
+  return protocol.Tuning(rule, lambda arm, width, lr: point(arm, width, lr, 0, opts["steps"]))
 
 
 def rates(arg: str = "") -> list[float]:
   """Every rate a seed-0 point may run at: the grid and the steps past both its edges (ascending)."""
-  return rule(arg).rates()
-
-
-def tuning(arg: str = "") -> protocol.Tuning:
-  steps = _opts(arg)["steps"]
-  return protocol.Tuning(rule(arg), lambda arm, width, lr: point(arm, width, lr, 0, steps))
+  return tuning(arg).rule.rates()
 
 
 def best_lr(rows, arm: str, width: int, arg: str = "", provisional: bool = False) -> float | None:
-  """The arm's rate at this width (rule(arg) over its seed-0 points), or None until the points it needs have
-  finished. provisional=True: the grid's best while the step past its edge has not finished (what the tables
-  mark as provisional)."""
+  """The arm's rate at this width, None until known (provisional: the grid's best while the step is pending)."""
   return tuning(arg).lr(rows, arm, width, provisional)
 
 
@@ -193,13 +185,7 @@ def chosen(rows, arg: str = "") -> list[dict]:
   """The rows at their arm's chosen rate (what the plots compare; the grid's best while the step past its edge
   has not finished, as in the tables), in ARMS' order (the plots' x axis); rows without a rate (tiny=True) are
   kept."""
-  out = []
-  for r in rows:
-    o = r["_overrides"]
-    if "train.learning_rate" not in o:
-      out.append(r)
-    elif best_lr(rows, arm_of(r), o["model.d_model"], arg, provisional=True) == o["train.learning_rate"]:
-      out.append(r)
+  out = tuning(arg).chosen(rows, arm_of, lambda r: r["_overrides"].get("model.d_model"), provisional=True)
   order = list(ARMS)
   return sorted(out, key=lambda r: order.index(arm_of(r)) if arm_of(r) in order else len(order))
 
@@ -226,3 +212,116 @@ def get_plots(arg: str = ""):
   group = (lambda r: f"reference width {reference_width(r, arg)}") if len(opts["widths"]) > 1 else None
   return [{"kind": "xy", "x": arm_of, "y": y, "group": group, "select": lambda rows: chosen(rows, arg),
            "file": f"{y}_by_arm.png", "title": title, "xlabel": "mixer per layer", "ylabel": ylabel}]
+
+
+# The MQAR check's sweeps (config arg): the softmax-first order, and 3,000 steps for gla,softmax and gla2.
+# Both on the 2-rate grid (edge=False: they ran before the study's rule stepped past the grid's edge).
+CHECKS = ("task=mqar,arms=softmax-gla,edge=False", "task=mqar,arms=gla-softmax+gla2,seeds=1,steps=3000,edge=False")
+CURVE_STEPS = (500, 1000, 1500, 2000, 2500, 3000)
+# the hybrids' pure 2-layer arm -> the LM study's arm
+FROM_LM = {"gla2": "gla", "deltanet2": "deltanet", "softmax2": "softmax"}
+# each hybrid -> (the pure linear model, the pure softmax model) of its depth
+PAIRS = {"gla-softmax": ("gla2", "softmax2"), "deltanet-softmax": ("deltanet2", "softmax2"),
+         "gla3-softmax": ("gla4", "softmax4"), "deltanet3-softmax": ("deltanet4", "softmax4")}
+TITLES = {"mqar": "MQAR (T=128, 8 key-value pairs, 1,500 steps; reference width 32): validation accuracy",
+          "lm": "Shakespeare LM (1,200 steps, T=128; reference width 128): validation bits/byte"}
+PROVISIONAL = tables.PROVISIONAL_NOTE
+FROM_LM_NOTE = ("\n‡ from the LM study (experiments/lm/points: the same model, data, steps and width; its seeds "
+                f"0–{SEEDS - 1} at the rate this study's rule picks from its seed-0 points).\n")
+
+
+def sweep_rows(arg: str, workdir: str) -> list[dict]:
+  """Rows of the sweep `arg`'s points that have a sub-workdir: seed 0 at every rate, then the follow-ups (the
+  steps past the grid's edge, then the other seeds, at the grid's best rate while the step is pending)."""
+  return tables.study_rows(os.path.join(_HERE, "config.py"), workdir, arg,
+                           hook=lambda rows: get_followup_sweep(rows, arg, provisional=True))
+
+
+def load_rows(task: str, workdir: str) -> list[dict]:
+  return sweep_rows(f"task={task}", workdir)
+
+
+def lm_study_rows(workdir: str) -> list[dict]:
+  """The LM study's points of FROM_LM's arms at this study's widths and rates, as this study's rows (its point's
+  overrides, the arm in '_arm', '_from' = 'LM study', the LM study's overrides in '_lm_overrides')."""
+  lm = config_lib.load_module(_LM_STUDY)
+  wanted = [lm.point(FROM_LM[arm], w, lr, seed) for (arm, _), w in widths("task=lm").items() if arm in FROM_LM
+            for lr in rates("task=lm") for seed in range(SEEDS)]
+  rows = tables.rows_of(_LM_STUDY, workdir, wanted, lm.get_config("stage=main"), lm.get_extra_commands(""))
+  inverse = {v: k for k, v in FROM_LM.items()}
+  for r in rows:
+    o = r["_lm_overrides"] = dict(r["_overrides"])
+    r["_arm"], r["_from"] = inverse[lm.label(r)], "LM study"
+    r["_overrides"] = point(r["_arm"], o["model.d_model"], o["train.learning_rate"], o["seed"])
+  return rows
+
+
+def pilot_table(rows, task: str) -> str:
+  cell = lambda r: f"{r[METRIC[task][0]]:.3f}" + (" ‡" if r.get("_from") else "")
+  return tables.pilot_table(tuning(f"task={task}"), rows, [(a, w) for (a, _), w in widths(f"task={task}").items()],
+                            cell, lambda arm, w: (arm, num_layers(arm), w), ("arm", "layers", "width"),
+                            provisional=True)
+
+
+def cells(rows, task: str) -> dict[str, tables.Cell]:
+  """{arm: its Cell (width, chosen rate, finished rows by seed, provisional)} for the arms whose rate is decided
+  or provisional (the grid's best while the step past its edge has not finished)."""
+  arg = f"task={task}"
+  keys = [(a, w) for (a, _), w in widths(arg).items()]
+  cs = tables.cells(tuning(arg), rows, keys, METRIC[task][0], lambda a, w, lr, s: point(a, w, lr, s), True)
+  return {c.arm: c for c in cs}
+
+
+def main_table(cs: dict, task: str) -> str:
+  first = lambda c, key: f"{int(c.rows[0][key]):,}" if c.rows and key in c.rows[0] else tables.MISSING
+  return tables.columns(cs.values(), [
+      ("arm", lambda c: c.arm + (" ‡" if any(r.get("_from") for r in c.rows) else "")),
+      ("layers", lambda c: num_layers(c.arm)), ("width", lambda c: c.key), ("params", lambda c: first(c, "num_params")),
+      ("state (floats/seq)", lambda c: first(c, "state_size")), ("lr", lambda c: f"{c.lr:g}" + " †" * c.provisional),
+      *tables.seed_columns(lambda c: tables.values(c.rows, METRIC[task][0]), SEEDS, METRIC[task][0])])
+
+
+def gap_table(cs: dict, task: str) -> str:
+  """Each hybrid against the pure models of its depth: Δ = hybrid − other, signed so that + means the hybrid
+  is better (accuracy higher / bits per byte lower)."""
+  return tables.gap_table(PAIRS, {a: tables.values(c.rows, METRIC[task][0]) for a, c in cs.items()}, METRIC[task][1],
+                          ["hybrid", "vs pure linear: Δ (seeds separate?)", "vs pure softmax: Δ (seeds separate?)"])
+
+
+def check_rows(workdir: str) -> list[dict]:
+  """The MQAR check's finished points (CHECKS), each sweep's seed 0 at every rate and its follow-ups."""
+  return tables.unique_ok(r for arg in CHECKS for r in sweep_rows(arg, workdir))
+
+
+def check_table(rows) -> str:
+  """Per check point: arm, steps, rate, seed, final accuracy, and the evaluation accuracy at CURVE_STEPS."""
+  return tables.curve_table(rows, CURVE_STEPS, [
+      ("arm", arm_of), ("steps", lambda r: f"{int(r['_config'].get('train.num_steps', 0)):,}"),
+      ("lr", lambda r: f"{r['_overrides']['train.learning_rate']:g}"), ("seed", lambda r: r["_overrides"]["seed"]),
+      ("accuracy", lambda r: f"{r['accuracy']:.3f}")])
+
+
+def write(workdir: str, archive_dir: str | dict = "", out: str = "", plots_dir: str = "") -> str:
+  """Prints and returns the tables (writes them to `out` too) and draws each task's plot (get_plots, PNG + PDF)
+  into `plots_dir` ('' = none) from the same rows, the LM study's included; the sweep directories are WORKDIRS
+  under `workdir`, into which the points folders `archive_dir` names (ARCHIVE's form; '' = none) are restored."""
+  tables.restore_archives(archive_dir, workdir)
+  text = ""
+  for task in TASKS:
+    rows, note = load_rows(task, os.path.join(workdir, WORKDIRS[task])), ""
+    if task == "lm":
+      have = {r.get("_arm") or arm_of(r) for r in rows}
+      extra = [r for r in lm_study_rows(os.path.join(workdir, WORKDIRS["lm_study"])) if r["_arm"] not in have]
+      rows, note = rows + extra, FROM_LM_NOTE if extra else ""
+    cs = cells(rows, task)
+    note += PROVISIONAL if any(c.provisional for c in cs.values()) else ""
+    if plots_dir:
+      os.makedirs(plots_dir, exist_ok=True)
+      plots.draw(get_plots(f"task={task}"), rows, plots_dir)
+    text += (f"## {TITLES[task]}\n\n### Learning-rate pilot (seed 0)\n\n" + pilot_table(rows, task) +
+             "\n### Each arm at its chosen rate\n\n" + main_table(cs, task) + note +
+             "\n### Hybrids against the pure models of their depth (+ = the hybrid is better)\n\n" +
+             gap_table(cs, task) + "\n")
+  text += ("## MQAR check: layer order and training length (width 32; evaluation accuracy during training)\n\n"
+           + check_table(check_rows(os.path.join(workdir, WORKDIRS["check"]))) + "\n")
+  return common.emit_markdown(text, out)

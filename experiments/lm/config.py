@@ -5,11 +5,14 @@ each at its own learning rate, 3 seeds, evaluated at its training length and bey
       --archive=experiments/lm/points --parallel=2
   python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=main --workdir=runs/lm \
       --archive=experiments/lm/points --parallel=2
+  python -m linear_seq.studies.tables --table=experiments/lm/config.py --workdir=runs/lm \
+      --out=experiments/lm/study.md     # the tables (write(); restores points/ first) and study.csv
 Stages: pilot = seed 0 of every arm at each of PILOT_LRS (30 points), plus one rate further out for an arm whose
 best is at an edge (RULE: 3e-4 below 1e-3, 3e-2 above 1e-2); main = the pilot, then seeds 1.. at each
 arm's chosen rate (lowest seed-0 validation bits/byte; seed 0's main point is its pilot point). Smoke test:
-:tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N or seeds=0+2 (a count or the seeds; default 3),
-arms=softmax+gla (a subset of ARMS), lengths=512+2048 (the extra evaluation lengths; '' none).
+:tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N or seeds=0+2 (a
+count or the seeds; default 3), arms=softmax+gla (a subset of ARMS), lengths=512+2048 (the extra evaluation
+lengths; '' none).
 
 Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
 (the same token budget for every arm). Each arm's width is chosen from WIDTHS so that its parameter
@@ -21,21 +24,25 @@ linear_seq.studies.speed --decode_workdir=SUB`), and the validation split evalua
 LENGTHS (eval_validation_T<T>.json: columns bits_per_byte@T512, ...), with EVAL_TOKENS tokens per batch
 (batch 16 at 512, 4 at 2048, 1 at 8192) and the whole split at every length (the last partial sequence is
 dropped: 457,244 bytes at T=128, 450,560 at 8,192).
-Arms: softmax (RoPE), linear attention with the short causal conv (width 4: without decay, positions or a
-conv it sees its prefix as an unordered sum), retention with RoPE on q and k (RetNet's xPos rotation without
-its scaling), gla, s4, deltanet with delta_gate none / scalar / channel, mamba2 (head dim 64: at width 128, 24% more
-parameters than softmax) and mamba2-p32 (head dim 32, width 112: within 3% of softmax's count).
-Before 2026-12-01 the study ran seven arms with one seed at configs/default.py's lr 5e-3 for every arm
-(results_2026_11.md): softmax, linear, retention, gla, s4, linear-conv4, retention-rope.
+Arms: ARMS (why each, their widths and the study's history: README.md).
+Tables (write): the pilot (seed 0's bits/byte per rate, the rate chosen); each arm at its rate, sorted by mean
+(width, parameters, state, each seed's bits/byte, mean ± sample std, train tokens/s and decode ms/token, the
+loss early and late in the context); the seed spread (the arms each is better than beyond it: every seed of
+one below every seed of the other); bits/byte at every evaluation length and each model's change; seed 0's
+change with length per pilot rate; study.csv: every finished point.
 """
 import os
 
 from linear_seq import config_lib
+from linear_seq.studies import common
 from linear_seq.studies import params
 from linear_seq.studies import protocol
+from linear_seq.studies import tables
 
 STUDY = "lm"
-_TASK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "shakespeare.py")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TASK = os.path.join(_HERE, "..", "..", "configs", "shakespeare.py")
+ARCHIVE = os.path.join(_HERE, "points")
 OPTIONS = ("tiny", "stage", "seeds", "arms", "lengths")
 STAGES = ("pilot", "main")
 # Arms: label -> overrides (the width comes from matching parameter counts).
@@ -64,6 +71,11 @@ RULE = protocol.LrRule(PILOT_LRS, metric="bits_per_byte", direction="min", edge=
 LENGTHS = (512, 2048, 8192)  # evaluation lengths past the training length (128)
 EVAL_TOKENS = 8192  # tokens per evaluation batch at those lengths (batch = EVAL_TOKENS // T, at least 1)
 TINY_LENGTH = 64  # tiny=True: one extra evaluation at twice its training length
+# Context positions (position_loss.json's, 1-based) averaged for the tables' early / late loss columns.
+EARLY = (1, 16)
+LATE = (65, 128)
+
+
 def get_config(arg: str = ""):
   """The task: configs/shakespeare.py's LM budget (tiny: its smoke test)."""
   return config_lib.load_config(f"{_TASK}:tiny=True" if config_lib.parse_options(arg, OPTIONS).get("tiny") else _TASK)
@@ -78,14 +90,10 @@ def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
   stage = protocol.choice(opts, "stage", STAGES, "main")
   seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
-  names = (list(TINY_ARMS) if opts.get("tiny")
-           else config_lib.parse_subset(opts, "arms", list(ARMS), DEFAULT_ARMS, "arm"))
-  lengths = opts.get("lengths", "+".join(map(str, LENGTHS)))
-  lengths = [int(t) for t in str(lengths).split("+") if t] if lengths != "" else []
-  if any(t <= 0 for t in lengths):
-    raise ValueError(f"lengths must be positive sequence lengths joined by '+', got {opts.get('lengths')!r}")
+  names = protocol.arm_labels(opts, ARMS, DEFAULT_ARMS, TINY_ARMS)
+  lengths = () if opts.get("lengths") == "" else protocol.numbers(opts, "lengths", LENGTHS)
   if opts.get("tiny") and "lengths" not in opts:
-    lengths = [TINY_LENGTH]
+    lengths = (TINY_LENGTH,)
   return {**opts, "stage": stage, "seeds": seeds, "arms": names, "lengths": lengths}
 
 
@@ -112,10 +120,7 @@ def get_sweep(arg: str = ""):
   return [point(a, widths[a], lr, 0) for a in arms for lr in PILOT_LRS]
 
 
-def best_lr(rows, arm: str, width: int) -> tuple[float | None, list[dict]]:
-  """(arm's learning rate, pilot points still to run before it is known): RULE over its seed-0 points."""
-  decision = TUNING.decide(rows, arm, width)
-  return decision.lr, [point(arm, width, lr, 0) for lr in decision.todo]
+best_lr = TUNING.best   # best_lr(rows, arm, width) -> (its rate or None, the seed-0 points still to run)
 
 
 def get_followup_sweep(rows, arg: str = ""):
@@ -125,31 +130,18 @@ def get_followup_sweep(rows, arg: str = ""):
     return []
   arms = sorted(opts["arms"], key=lambda a: a != "s4")
   widths = _widths(arg, arms)
-  pending, lrs = [], {}
-  for a in arms:
-    lr, todo = best_lr(rows, a, widths[a])
-    pending += todo
-    if lr is not None:
-      lrs[a] = lr
+  lrs, edges = TUNING.plan(rows, [(a, widths[a]) for a in arms])
   if opts["stage"] == "pilot":
-    return pending
+    return edges
   # seed-major: every arm of a seed before the next seed, so a partial run has every arm
-  return pending + [point(a, widths[a], lrs[a], s) for s in opts["seeds"] for a in arms if a in lrs]
+  return edges + protocol.seed_major(opts["seeds"], arms, lambda s, a: None if lrs[a, widths[a]] is None
+                                     else point(a, widths[a], lrs[a, widths[a]], s))
 
 
 def chosen(rows) -> list[dict]:
   """The rows at their arm's chosen rate (what the tables and plots compare); rows without a rate override
   (tiny=True) are kept, arms whose rate is undecided are left out."""
-  out = []
-  for r in rows:
-    o = r["_overrides"]
-    if "train.learning_rate" not in o:
-      out.append(r)
-      continue
-    arm = label(r)
-    if arm in ARMS and best_lr(rows, arm, o["model.d_model"])[0] == o["train.learning_rate"]:
-      out.append(r)
-  return out
+  return TUNING.chosen(rows, label, lambda r: r["_overrides"].get("model.d_model"), arms=ARMS)
 
 
 def get_eval_args(arg: str = ""):
@@ -168,16 +160,8 @@ def get_extra_commands(arg: str = ""):
   return out
 
 
-def by_length(rows) -> list[dict]:
-  """One row per (point, evaluation length): 'eval_seq_len' and its 'bits_per_byte' (the training length's from
-  eval.json, the others from the bits_per_byte@T<len> columns)."""
-  out = []
-  for r in rows:
-    cols = {r.get("_config", {}).get("data.seq_len"): "bits_per_byte"}
-    cols.update({int(k.split("@T")[1]): k for k in r if k.startswith("bits_per_byte@T")})
-    out += [{**r, "eval_seq_len": t, "bits_per_byte": r[c]} for t, c in sorted(cols.items())
-            if t is not None and isinstance(r.get(c), (int, float))]
-  return out
+# One row per (point, evaluation length): 'eval_seq_len' and its 'bits_per_byte' (the plots, length_check.py).
+by_length = tables.by_length
 
 
 # arms left out of the zoomed length plot: they lose 0.7 (deltanet) and 3.7 (softmax) bits/byte by T=8,192
@@ -187,23 +171,115 @@ ZOOM_LEFT_OUT = ("softmax", "deltanet")
 def get_plots(arg: str = ""):
   """Every plot at each arm's chosen learning rate (the pilot's other rates left out)."""
   del arg
+  arms = {"group": label, "groups": list(ARMS), "select": chosen}
+  lengths = {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", **arms, "logx": 2,
+             "xlabel": "evaluation length (bytes)", "ylabel": "validation bits/byte"}
   return [
-      {"kind": "curves", "y": "eval_loss", "group": label, "groups": list(ARMS), "select": chosen, "file": "eval_loss_curves.png",
+      {"kind": "curves", "y": "eval_loss", **arms, "file": "eval_loss_curves.png",
        "title": "Shakespeare: validation loss during training", "ylabel": "validation loss (nats/byte)"},
-      {"kind": "curves", "y": "train_loss", "group": label, "groups": list(ARMS), "select": chosen, "file": "train_loss_curves.png",
+      {"kind": "curves", "y": "train_loss", **arms, "file": "train_loss_curves.png",
        "title": "Shakespeare: training loss", "ylabel": "training loss (nats/byte)"},
-      {"kind": "series", "y": "position_loss", "group": label, "groups": list(ARMS), "select": chosen, "source": "position_loss.json",
+      {"kind": "series", "y": "position_loss", **arms, "source": "position_loss.json",
        "file": "loss_vs_position.png", "logx": 2, "title": "validation loss vs position in the context",
        "xlabel": "position in the context (bytes)", "ylabel": "validation loss (nats/byte)"},
       {"kind": "xy", "x": label, "y": "bits_per_byte", "select": chosen, "file": "bits_per_byte.png",
        "title": "Shakespeare: validation bits/byte", "xlabel": "mixer (arm)"},
-      {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label, "groups": list(ARMS),
-       "select": lambda rows: by_length(chosen(rows)), "logx": 2,
-       "file": "bits_per_byte_vs_length.png", "title": "Shakespeare: trained at T={data.seq_len}, evaluated at longer T",
-       "xlabel": "evaluation length (bytes)", "ylabel": "validation bits/byte"},
-      {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": label, "groups": list(ARMS),
-       "select": lambda rows: [r for r in by_length(chosen(rows)) if label(r) not in ZOOM_LEFT_OUT], "logx": 2,
+      {**lengths, "select": lambda rows: by_length(chosen(rows)), "file": "bits_per_byte_vs_length.png",
+       "title": "Shakespeare: trained at T={data.seq_len}, evaluated at longer T"},
+      {**lengths, "select": lambda rows: [r for r in by_length(chosen(rows)) if label(r) not in ZOOM_LEFT_OUT],
        "file": "bits_per_byte_vs_length_zoom.png",
-       "title": f"the same without {' and '.join(ZOOM_LEFT_OUT)} (their rise hides the others' changes)",
-       "xlabel": "evaluation length (bytes)", "ylabel": "validation bits/byte"},
+       "title": f"the same without {' and '.join(ZOOM_LEFT_OUT)} (their rise hides the others' changes)"},
   ]
+
+
+def load_rows(workdir: str) -> list[dict]:
+  """Rows of every point stage=main defines that has a sub-workdir (finished or not), chosen as the sweep does."""
+  here = os.path.join(_HERE, "config.py")
+  return tables.study_rows(here, workdir, "stage=main", extra_commands=get_extra_commands("stage=main"))
+
+
+def _width(rows, arm):
+  widths = {r["_overrides"]["model.d_model"] for r in rows if label(r) == arm}
+  return min(widths) if widths else None
+
+
+def pilot_table(rows) -> str:
+  return tables.pilot_table(TUNING, rows, [(a, _width(rows, a)) for a in DEFAULT_ARMS],
+                            lambda r: tables.fmt(float(r["bits_per_byte"])),
+                            lambda arm, w: (arm, tables.MISSING if w is None else w), ("arm", "width"))
+
+
+def cells(rows):
+  """[(arm, width, lr, finished rows at the chosen rate sorted by seed)] for the arms whose rate is decided,
+  sorted by mean bits/byte."""
+  out = []
+  for arm, w in [(a, _width(rows, a)) for a in DEFAULT_ARMS]:
+    lr = None if w is None else best_lr(rows, arm, w)[0]
+    if lr is not None:
+      out.append((arm, w, lr, tables.cell_rows(rows, "bits_per_byte", lambda s: point(arm, w, lr, s))))
+  mean = lambda cell: sum(tables.values(cell, "bits_per_byte")) / len(cell) if cell else 1e9
+  return sorted(out, key=lambda c: mean(c[3]))
+
+
+def main_table(cs, seeds: int = SEEDS) -> str:
+  first = lambda c, key: f"{int(c[3][0][key]):,}" if c[3] and key in c[3][0] else tables.MISSING
+  kv = lambda c: f" (KV cache, T={c[3][0]['_config'].get('data.seq_len')})" if c[0] == "softmax" and c[3] else ""
+  means = lambda c, key, digits: tables.mean_std(tables.values(c[3], key), digits, std=False)
+  at = lambda c, span: [v for v in (tables.position_loss(r, span) for r in c[3]) if v is not None]
+  pos = lambda c: (f"{tables.mean_std(at(c, EARLY), std=False)} → {tables.mean_std(at(c, LATE), std=False)}"
+                   if at(c, EARLY) and at(c, LATE) else tables.MISSING)
+  return tables.columns(cs, [
+      ("arm", lambda c: c[0]), ("width", lambda c: c[1]), ("params", lambda c: first(c, "num_params")),
+      ("state (floats/seq)", lambda c: first(c, "state_size") + kv(c)), ("lr", lambda c: f"{c[2]:g}"),
+      *tables.seed_columns(lambda c: tables.values(c[3], "bits_per_byte"), seeds, "bits/byte"),
+      ("train tokens/s", lambda c: means(c, "tokens_per_sec", 0)),
+      ("decode ms/token", lambda c: means(c, "decode_ms_per_token", 3)),
+      (f"loss at positions {EARLY[0]}–{EARLY[1]} → {LATE[0]}–{LATE[1]}", pos)])
+
+
+def spread_table(cs) -> str:
+  return tables.spread_table({arm: tables.values(cell, "bits_per_byte") for arm, _, _, cell in cs}, "min")
+
+
+def length_table(cs) -> str:
+  return tables.length_table({arm: cell for arm, _, _, cell in cs})
+
+
+def length_by_rate_table(rows) -> str:
+  """Seed 0's change from T=128 to the longest evaluation length at every pilot rate run (how the length
+  behaviour depends on the training, e.g. how far S4D's step sizes moved from their slow initialization)."""
+  ok = tables.ok(rows, "bits_per_byte")
+  ts = sorted({int(r["eval_seq_len"]) for r in by_length(ok)})
+  if len(ts) < 2:
+    return "(no evaluation past the training length yet)\n"
+  change = {}
+  for arm, w, r in [(a, _width(rows, a), r) for a in DEFAULT_ARMS for r in ok]:
+    o, at = r["_overrides"], {b["eval_seq_len"]: float(b["bits_per_byte"]) for b in by_length([r])}
+    if w is not None and o == point(arm, w, o["train.learning_rate"], 0) and ts[0] in at and ts[-1] in at:
+      change[arm, o["train.learning_rate"]] = at[ts[-1]] - at[ts[0]]
+  return tables.rate_table(change, DEFAULT_ARMS)
+
+
+def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
+  """Prints and returns the tables (writes them to `out`, every finished point as a row of the .csv beside it),
+  from the points in `workdir` once those of `archive_dir` ('' = none) are restored into it."""
+  rows = tables.restored(load_rows, workdir, archive_dir)
+  cs = cells(rows)
+  text = common.emit_markdown(
+      "### Pilot (seed 0, validation bits/byte at step 1,200 per learning rate)\n\n" + pilot_table(rows) +
+      f"\n### Main (each arm at its chosen rate; seeds {', '.join(map(str, range(SEEDS)))}; sorted by "
+      "mean)\n\n" + main_table(cs) +
+      "\n### Seed spread (a difference counts when the arms' seeds do not overlap)\n\n" + spread_table(cs) +
+      "\n### Length generalization (trained at T=128; validation bits/byte, mean ± std over seeds; the last "
+      "column is the mean over seeds of each model's change)\n\n" + length_table(cs) +
+      "\n### Length change by learning rate (seed 0, the pilot: bits/byte at the longest evaluation length "
+      "minus at T=128)\n\n" + length_by_rate_table(rows), out)
+  ts = sorted({int(r["eval_seq_len"]) for _, _, _, cell in cs for r in by_length(cell)} - {128})
+  get = lambda key: lambda r: r.get(key)
+  over = lambda key: lambda r: r["_overrides"].get(key)
+  tables.rows_csv(out, [
+      ("arm", label), ("width", over("model.d_model")), ("lr", over("train.learning_rate")), ("seed", over("seed")),
+      *((k, get(k)) for k in ("num_params", "state_size", "bits_per_byte", *(f"bits_per_byte@T{t}" for t in ts),
+                              "tokens_per_sec", "decode_ms_per_token")), ("wall_time_s", get("wall_time"))],
+      tables.ok(rows, "bits_per_byte"))
+  return text

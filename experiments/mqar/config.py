@@ -8,49 +8,44 @@ finished points are kept in experiments/mqar/points/, committed, and restored fr
       --archive=experiments/mqar/points --parallel=2
   python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=hard --workdir=runs/mqar \
       --archive=experiments/mqar/points --parallel=2
-Smoke test (2 points, ~1 min): :tiny=True.
-
-Setup: configs/mqar.py's default (setup=2026-12, from experiments/mqar/ablation.py): vocab 1024, batch 64,
-2 layers, 2 heads, no MLP, short convs (width 4) on q, k, v (deltanet and mamba2: their own), learned absolute
-positions, LayerNorm, GPT-2 init, untied head, no output gate, AdamW with 50 warmup steps and weight decay
-0.01; evaluation every 250 steps on the 1,000 validation sequences.
-Stages:
-  pilot: every arm at width 64, (T, kv) = (64, 4), seed 0, lr in {1e-3, 3e-3}; its follow-up adds lr 1e-2 for
-         an arm whose better rate is 3e-3 and which is still rising there (below 0.99 and up by more than 0.01
-         over its last 500 steps: `still_rising`).
+  python -m linear_seq.studies.tables --table=experiments/mqar/config.py --workdir=runs/mqar \
+      --out=experiments/mqar/study.md     # the tables (write(); restores points/ first) and study.csv
+Smoke test (2 points, ~1 min): :tiny=True. The task: configs/mqar.py's default (setup=zoology) and its point=hard.
+Stages (why each, and how long they ran: README.md's Setup):
+  pilot: every arm at width 64, (T, kv) = (64, 4), seed 0, lr in {1e-3, 3e-3} (RULE); 1e-2 too for an arm whose
+         better rate is 3e-3 and still rising there (below 0.99, up by more than 0.01 over its last 500 steps).
   main:  the pilot, then each arm at its pilot lr (`best_lr`), widths {32, 64, 128}, seeds {0, 1, 2}, 1,500
-         steps, seed-major (every arm and width of seed 0 before seed 1) so a partial grid stays balanced. An
-         arm whose 1e-2 pilot point has not finished gets that point first and its main points on the next
-         run of the command.
-  hard:  (T, kv) = (128, 8), widths {64, 128}, seeds {0, 1} at the arm's pilot lr, HARD_STEPS = 1,500 steps
-         (measured on the 2026-12 setup: softmax and GLA at width 64 pass 0.99 by step 500 / 750; a point
-         costs ~3x its main-point twin, so seed, width and arm subsets keep each command under ~150 min).
-  lrcheck: is an arm's failure at the smallest width its learning rate, chosen at width 64? Every arm whose
-         seed-0 main point collapses at width 32 (below 0.5 there, >= 0.9 at width 64: `collapses_small`)
-         runs width 32, seed 0 at the other rates of {1e-3, 3e-3, 1e-2}. Not part of the grid's tables or
-         plots (they keep the pilot's rate); table.py lists them apart.
-  seedcheck: is a cell whose seeds split (one >= 0.9, another below 0.5 at the arm's pilot rate:
-         `split_seeds`) a rate on the edge, or a seed that is slow to leave the plateau? The failing seed
-         reruns that width at the other rates of {1e-3, 3e-3, 1e-2}, and at the chosen rate for
-         SEEDCHECK_STEPS = 3,000 steps (twice the grid's budget; its cosine schedule stretched to match). It
-         reads the main grid's points of the stage's seeds (run it with the seeds that have finished, e.g.
-         seeds=0+1, or it runs the others first); like lrcheck, apart from the grid's tables and plots. With
-         hard=True it does the same for the hard point's grid (its seeds and widths; the longer run is
-         SEEDCHECK_STEPS = twice HARD_STEPS too).
+         steps, seed-major; an arm whose 1e-2 pilot point has not finished gets that point first.
+  hard:  (T, kv) = (128, 8), widths {64, 128}, seeds {0, 1} at the arm's pilot lr, HARD_STEPS steps.
+  lrcheck: every arm whose seed-0 main point collapses at width 32 (below 0.5, >= 0.9 at width 64:
+         `collapses_small`) runs width 32, seed 0 at the other rates of {1e-3, 3e-3, 1e-2}.
+  seedcheck: a main-grid cell whose seeds split (one >= 0.9, another below 0.5: `split_seeds`) reruns the failing
+         seed at the other rates of {1e-3, 3e-3, 1e-2}, and at the chosen rate for SEEDCHECK_STEPS (the cosine
+         schedule stretched); it reads the grid's points of the stage's seeds (run it with those that have
+         finished, e.g. seeds=0+1, or it runs the others first). hard=True: the same on the hard grid.
+  lrcheck's and seedcheck's points stay out of the grid's tables and plots (listed apart).
 Options: stage=pilot|main|hard|lrcheck|seedcheck, arms=softmax+gla (a subset), seeds=0 or seeds=1+2 (a subset of the stage's
 seeds, so one command fits a sitting: the points of the other seeds are left for a later command), widths=64 or
 widths=64+128 (a subset of the stage's widths, the same way), hard=True (seedcheck only), tiny=True.
+Tables (write): the pilot (seed 0 per rate, ↑ = still rising, the rate chosen); the main and hard grids per arm
+and width at the chosen rate (state size, each seed's accuracy, mean ± sample std, seeds reaching 0.9, the
+first evaluated step each seed reached it); the lrcheck and seedcheck points per rate; study.csv: every
+finished point.
 """
 import os
 
 from linear_seq import config_lib
+from linear_seq.studies import common
 from linear_seq.studies import protocol
+from linear_seq.studies import tables
 
 STUDY = "mqar"
-_MQAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "mqar.py")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_MQAR = os.path.join(_HERE, "..", "..", "configs", "mqar.py")
+ARCHIVE = os.path.join(_HERE, "points")
 OPTIONS = ("tiny", "stage", "arms", "seeds", "widths", "hard")
 STAGES = ("pilot", "main", "hard", "lrcheck", "seedcheck")
-# Every follow-up a complete study runs (the table enumerates its points from these).
+# Every follow-up a complete study runs (the tables enumerate its points from these).
 FOLLOWUP_ARGS = tuple(f"stage={s}" for s in STAGES) + ("stage=seedcheck,hard=True",)
 
 # Arms: label -> overrides. Linear attention with two feature maps; the delta rule with its three gates.
@@ -71,10 +66,11 @@ HARD_STEPS = config_lib.load_module(_MQAR).HARD_STEPS
 CHECK_WIDTH = 32
 SEEDCHECK_STEPS = 3000
 TINY_ARMS = ("softmax", "gla")
+THRESHOLD = 0.9
 
 
 def get_config(arg: str = ""):
-  """configs/mqar.py (setup 2026-12), evaluated every 250 steps in 4 batches of 250 (tiny: its tiny setup)."""
+  """configs/mqar.py (setup zoology), evaluated every 250 steps in 4 batches of 250 (tiny: its tiny setup)."""
   if config_lib.parse_options(arg, OPTIONS).get("tiny"):
     return config_lib.load_config(f"{_MQAR}:tiny=True")
   return config_lib.apply_overrides(config_lib.load_config(_MQAR),
@@ -89,25 +85,15 @@ def arm_of(row: dict) -> str:
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
   stage = protocol.choice(opts, "stage", STAGES, "main")
-  names = list(TINY_ARMS) if opts.get("tiny") else config_lib.parse_subset(opts, "arms", list(ARMS), ARMS, "arm")
+  names = protocol.arm_labels(opts, ARMS, tiny=TINY_ARMS)
   if opts.get("hard") and stage != "seedcheck":
     raise ValueError(f"hard=True is a seedcheck option (stage {stage}: use stage=hard for the hard grid)")
   hard = stage == "hard" or bool(opts.get("hard"))
   seeds = protocol.seeds(opts.get("seeds", "+".join(map(str, HARD_SEEDS if hard else SEEDS))),
                          within=HARD_SEEDS if hard else SEEDS, where=f"stage {stage}")
-  widths = _subset(opts, "widths", HARD_WIDTHS if hard else WIDTHS, stage)
+  allowed = HARD_WIDTHS if hard else WIDTHS
+  widths = protocol.numbers(opts, "widths", allowed, allowed=allowed, where=f"stage {stage}")
   return {**opts, "stage": stage, "arms": names, "seeds": seeds, "widths": widths, "hard": hard}
-
-
-def _subset(opts: dict, key: str, allowed: tuple, stage: str) -> tuple:
-  """opts[key] as '64+128' -> those ints (a subset of `allowed`, the stage's values, in its order); absent ->
-  `allowed`."""
-  if key not in opts:
-    return allowed
-  wanted = [int(x) for x in str(opts[key]).split("+")]
-  if not set(wanted) <= set(allowed):
-    raise ValueError(f"{key}={opts[key]}: stage {stage} runs {key} {'+'.join(map(str, allowed))}")
-  return tuple(v for v in allowed if v in wanted)
 
 
 def point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
@@ -127,14 +113,10 @@ def get_sweep(arg: str = ""):
   return [point(a, PILOT_WIDTH, lr, 0) for a in opts["arms"] for lr in PILOT_LRS]
 
 
-def _curve(row: dict) -> list[tuple[int, float]]:
-  return [(m["step"], m["eval_accuracy"]) for m in row.get("_metrics") or () if "eval_accuracy" in m]
-
-
 def still_rising(row: dict, window: int = 500, delta: float = 0.01) -> bool:
   """Below 0.99 at the end and up by more than `delta` over the last `window` steps of its eval curve. A row
   without a curve (imported from the committed tables by import_rows.py) carries the tables' mark instead."""
-  curve = _curve(row)
+  curve = protocol.curve(row)
   if not curve:
     return bool(row.get("still_rising"))
   last_step, last = curve[-1]
@@ -143,28 +125,16 @@ def still_rising(row: dict, window: int = 500, delta: float = 0.01) -> bool:
 
 
 # The pilot's rule: the better of PILOT_LRS by final accuracy (ties: the smaller rate; a failed point loses); if
-# that is the larger rate and it is still rising, seed 0 runs at 1e-2 too (EXTRA_LR), which wins if better.
+# that is the larger rate and it is still rising, seed 0 runs at 1e-2 too, which wins if better.
 RULE = protocol.LrRule(PILOT_LRS, metric="accuracy", direction="max", edge="up", condition=still_rising,
                        condition_text="still rising")
-EXTRA_LR = RULE.step(max(PILOT_LRS))
 CHECK_LRS = tuple(RULE.rates())
 TUNING = protocol.Tuning(RULE, lambda arm, cell, lr: point(arm, PILOT_WIDTH, lr, 0))
-
-
-def pilot_rows(rows, arm: str) -> dict[float, dict]:
-  """arm's seed-0 pilot rows (width 64, (64, 4)) by learning rate."""
-  return TUNING.pilot_rows(rows, arm)
-
-
-def best_lr(rows, arm: str) -> tuple[float | None, list[dict]]:
-  """(the arm's learning rate, pilot points still to run before it is known): RULE over its pilot points."""
-  decision = TUNING.decide(rows, arm)
-  return decision.lr, [point(arm, PILOT_WIDTH, lr, 0) for lr in decision.todo]
+best_lr = TUNING.best   # best_lr(rows, arm) -> (the arm's rate or None, the pilot points still to run)
 
 
 def main_row(rows, arm: str, width: int, lr: float, seed: int = 0, **more):
-  want = point(arm, width, lr, seed, **more)
-  return next((r for r in rows if r.get("status") == "ok" and r.get("_overrides") == want), None)
+  return protocol.found(rows, point(arm, width, lr, seed, **more))
 
 
 def collapses_small(rows, arm: str, lr: float) -> bool:
@@ -176,70 +146,138 @@ def collapses_small(rows, arm: str, lr: float) -> bool:
 
 def split_seeds(rows, arm: str, width: int, lr: float, seeds=SEEDS, hard: bool = False) -> list[int]:
   """The seeds of arm's main (hard: hard) point (width, lr) below 0.5 when another of them reaches 0.9 (else [])."""
-  extra = grid_extra(hard)
   acc = {s: float(r.get("accuracy") or 0.0) for s in seeds
-         if (r := main_row(rows, arm, width, lr, s, **extra)) is not None}
+         if (r := main_row(rows, arm, width, lr, s, **grid_extra(hard))) is not None}
   return [s for s in sorted(acc) if acc[s] < 0.5] if acc and max(acc.values()) >= 0.9 else []
 
 
 def get_followup_sweep(rows, arg: str = ""):
-  """pilot: the 1e-2 points still needed; main/hard: their grids at each arm's pilot lr."""
+  """pilot: the 1e-2 points still needed; the other stages: their grids (and checks) at each arm's pilot lr."""
   opts = _opts(arg)
   if opts.get("tiny"):
     return []
-  pending, lrs = [], {}
-  for arm in opts["arms"]:
-    lr, todo = best_lr(rows, arm)
-    pending += todo
-    if lr is not None:
-      lrs[arm] = lr
+  best = {a: best_lr(rows, a) for a in opts["arms"]}
+  pending = [p for _, todo in best.values() for p in todo]
+  lrs = {a: lr for a, (lr, _) in best.items() if lr is not None}
+  extra = grid_extra(opts["hard"])
+  grid = [point(a, w, lrs[a], s, **extra) for s in opts["seeds"] for a in lrs for w in opts["widths"]]
   if opts["stage"] == "pilot":
     return pending
-  if opts["stage"] == "main":
-    grid = [point(a, w, lrs[a], s) for s in opts["seeds"] for a in opts["arms"] if a in lrs
-            for w in opts["widths"]]
-  elif opts["stage"] == "lrcheck":   # seed 0's main points first (finished ones are skipped), then the checks
-    grid = [point(a, w, lrs[a], 0) for a in opts["arms"] if a in lrs for w in (CHECK_WIDTH, PILOT_WIDTH)]
-    grid += [point(a, CHECK_WIDTH, lr, 0) for a in opts["arms"] if a in lrs and collapses_small(rows, a, lrs[a])
+  if opts["stage"] == "lrcheck":   # seed 0's main points first (finished ones are skipped), then the checks
+    grid = [point(a, w, lrs[a], 0) for a in lrs for w in (CHECK_WIDTH, PILOT_WIDTH)]
+    grid += [point(a, CHECK_WIDTH, lr, 0) for a in lrs if collapses_small(rows, a, lrs[a])
              for lr in CHECK_LRS if lr != lrs[a]]
   elif opts["stage"] == "seedcheck":   # the grid's points (finished ones are skipped), then the checks
-    extra = grid_extra(opts["hard"])
-    grid = [point(a, w, lrs[a], s, **extra)
-            for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]
-    for a, w in [(a, w) for a in opts["arms"] if a in lrs for w in opts["widths"]]:
+    for a, w in [(a, w) for a in lrs for w in opts["widths"]]:
       for s in split_seeds(rows, a, w, lrs[a], opts["seeds"], hard=opts["hard"]):
         grid += [point(a, w, lr, s, **extra) for lr in CHECK_LRS if lr != lrs[a]]
         grid.append(point(a, w, lrs[a], s, **{**extra, "train.num_steps": SEEDCHECK_STEPS}))
-  else:
-    grid = [point(a, w, lrs[a], s, **grid_extra(True))
-            for s in opts["seeds"] for a in opts["arms"] if a in lrs for w in opts["widths"]]
   return pending + grid
 
 
 def chosen(rows) -> list[dict]:
   """The rows at their arm's pilot learning rate (the grid's points); the other pilot rates and the arms whose
   rate is not decided yet are left out (rows without a learning-rate override, e.g. tiny=True's, are kept)."""
-  lrs = {}
-  for r in rows:
-    arm = arm_of(r)
-    if arm not in lrs:
-      lrs[arm] = best_lr(rows, arm)[0] if arm in ARMS else None
-  return [r for r in rows if "train.learning_rate" not in r["_overrides"]
-          or (lrs[arm_of(r)] is not None and r["_overrides"]["train.learning_rate"] == lrs[arm_of(r)])]
+  return TUNING.chosen(rows, arm_of, arms=ARMS)
 
 
 def get_plots(arg: str = ""):
   opts = _opts(arg)
   # The grid's own budget: seedcheck's longer points at the chosen rate stay out.
   main = {"data.seq_len": 16 if opts.get("tiny") else 64, "train.num_steps": get_config(arg).train.num_steps}
-  common = {"y": "accuracy", "group": arm_of, "select": chosen, "logx": 2}
+  common_ = {"y": "accuracy", "group": arm_of, "select": chosen, "logx": 2}
+  task = "MQAR (T={data.seq_len}, {data.num_kv_pairs} kv pairs"
   return [
       {"kind": "xy", "x": "state_size", "where": main, "file": "accuracy_vs_state_size.png",
-       "title": "MQAR (T={data.seq_len}, {data.num_kv_pairs} kv pairs): accuracy vs recurrent state", "xlabel": "state size (floats / sequence)",
-       **common},
+       "title": task + "): accuracy vs recurrent state", "xlabel": "state size (floats / sequence)", **common_},
       {"kind": "xy", "x": "model.d_model", "where": main, "file": "accuracy_vs_width.png",
-       "title": "MQAR (T={data.seq_len}, {data.num_kv_pairs} kv pairs): accuracy vs width", "xlabel": "model width", **common},
+       "title": task + "): accuracy vs width", "xlabel": "model width", **common_},
       {"kind": "xy", "x": "model.d_model", "where": {"data.seq_len": 128, "train.num_steps": HARD_STEPS},
-       "file": "accuracy_vs_width_hard.png",
-       "title": "MQAR (T={data.seq_len}, {data.num_kv_pairs} kv pairs, {train.num_steps} steps)", "xlabel": "model width", **common},
+       "file": "accuracy_vs_width_hard.png", "title": task + ", {train.num_steps} steps)", "xlabel": "model width",
+       **common_},
   ]
+
+
+def load_rows(workdir: str) -> list[dict]:
+  """Rows of every point the stages define that has a sub-workdir (finished or not), every stage's follow-up
+  rounds replayed (main needs the pilot's 1e-2 rows)."""
+  return tables.study_rows(os.path.join(_HERE, "config.py"), workdir, followup_args=FOLLOWUP_ARGS)
+
+
+def _cell(row) -> str:
+  """A point's final accuracy, ↑ when still rising; '…' when it has not run."""
+  return tables.MISSING if row is None else tables.fmt(float(row["accuracy"])) + (" ↑" if still_rising(row) else "")
+
+
+def pilot_table(rows) -> str:
+  return tables.pilot_table(TUNING, rows, [(arm, None) for arm in ARMS], _cell)
+
+
+def grid(rows, hard: bool):
+  """[(arm, width, lr, state_size, finished rows sorted by seed, seeds planned)] at each arm's chosen lr (the
+  grid's own points: seedcheck's longer runs stay out)."""
+  out = []
+  for arm, w in [(a, w) for a in ARMS for w in (HARD_WIDTHS if hard else WIDTHS)]:
+    lr = best_lr(rows, arm)[0]
+    if lr is not None:
+      cell = tables.cell_rows(rows, "accuracy", lambda s: point(arm, w, lr, s, **grid_extra(hard)))
+      size = next((r.get("state_size") for r in cell if r.get("state_size") is not None), None)
+      out.append((arm, w, lr, size, cell, len(HARD_SEEDS if hard else SEEDS)))
+  return out
+
+
+def grid_table(cells) -> str:
+  accs = lambda c: tables.values(c[4], "accuracy")
+  steps = lambda c: " / ".join("—" if t is None else str(t) for t in (tables.first_step(r, THRESHOLD) for r in c[4]))
+  return tables.columns(cells, [
+      ("arm", lambda c: c[0]), ("width", lambda c: c[1]), ("lr", lambda c: f"{c[2]:g}"),
+      ("state (floats)", lambda c: tables.MISSING if c[3] is None else f"{int(c[3]):,}"),
+      *tables.seed_columns(accs, lambda c: c[5], "accuracy", THRESHOLD, one=" (1 seed)"),
+      (f"first step ≥ {THRESHOLD}", steps)])
+
+
+def lrcheck_table(rows) -> str:
+  """Seed 0 at CHECK_WIDTH per learning rate, for the arms the lrcheck stage ran (collapses_small)."""
+  body = [[arm, f"{lr:g}", *(_cell(main_row(rows, arm, CHECK_WIDTH, x)) for x in CHECK_LRS)]
+          for arm in ARMS if (lr := best_lr(rows, arm)[0]) is not None and collapses_small(rows, arm, lr)]
+  return tables.markdown(["arm", "chosen lr (width 64)", *(f"lr {x:g}" for x in CHECK_LRS)], body)
+
+
+def seedcheck_table(rows, hard: bool = False) -> str:
+  """Each main-grid (hard: hard-grid) cell whose seeds split (split_seeds): the failing seed at every rate of
+  CHECK_LRS and at the chosen rate for SEEDCHECK_STEPS, beside the cell's other seeds at the chosen rate."""
+  extra, body = grid_extra(hard), []
+  seeds, widths = (HARD_SEEDS, HARD_WIDTHS) if hard else (SEEDS, WIDTHS)
+  for arm, lr, w in [(a, best_lr(rows, a)[0], w) for a in ARMS for w in widths]:
+    for seed in [] if lr is None else split_seeds(rows, arm, w, lr, seeds, hard=hard):
+      others = [(s, r) for s in seeds if s != seed and (r := main_row(rows, arm, w, lr, s, **extra))]
+      longer = main_row(rows, arm, w, lr, seed, **{**extra, "train.num_steps": SEEDCHECK_STEPS})
+      body.append([arm, w, f"{lr:g}", ", ".join(f"{s}: {tables.fmt(float(r['accuracy']))}" for s, r in others), seed,
+                   *(_cell(main_row(rows, arm, w, x, seed, **extra)) for x in CHECK_LRS), _cell(longer)])
+  return tables.markdown(["arm", "width", "chosen lr", "other seeds at it", "seed", *(f"lr {x:g}" for x in CHECK_LRS),
+                          f"chosen lr, {SEEDCHECK_STEPS:,} steps"], body)
+
+
+def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
+  """Prints and returns the tables (writes them to `out`, every finished point as a row of the .csv beside it),
+  from the points in `workdir` once those of `archive_dir` ('' = none) are restored into it."""
+  rows = tables.restored(load_rows, workdir, archive_dir)
+  rising = "; ↑ = still rising)\n\n"
+  text = common.emit_markdown(
+      "### Pilot (width 64, (64, 4), seed 0" + rising + pilot_table(rows) +
+      "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +
+      f"\n### Hard point (T=128, 8 kv pairs, {HARD_STEPS:,} steps)\n\n" + grid_table(grid(rows, hard=True)) +
+      f"\n### Learning-rate check at width {CHECK_WIDTH} (seed 0; arms below 0.5 there and ≥ 0.9 at width 64"
+      + rising + lrcheck_table(rows) + "\n### Seed check (a cell with one seed ≥ 0.9 and another below 0.5: the "
+      f"failing seed at each rate, and at the chosen rate for {SEEDCHECK_STEPS:,} steps" + rising +
+      seedcheck_table(rows) + "\n### Seed check, hard point (T=128, 8 kv pairs: the same check on the hard grid, "
+      f"its rates at {HARD_STEPS:,} steps" + rising + seedcheck_table(rows, hard=True), out)
+  config = lambda key: lambda r: r["_config"].get(key)
+  over = lambda key: lambda r: r["_overrides"].get(key)
+  tables.rows_csv(out, [
+      ("arm", arm_of), ("seq_len", config("data.seq_len")), ("num_kv_pairs", config("data.num_kv_pairs")),
+      ("width", over("model.d_model")), ("lr", over("train.learning_rate")), ("seed", over("seed")),
+      ("steps", config("train.num_steps")), ("state_size", lambda r: r.get("state_size")),
+      ("accuracy", lambda r: r.get("accuracy")), (f"first_step_{THRESHOLD}", lambda r: tables.first_step(r, THRESHOLD)),
+      ("wall_time_s", lambda r: r.get("wall_time"))], [r for r in rows if r.get("status") == "ok"])
+  return text

@@ -108,7 +108,7 @@ def main(argv):
   print(f"{made} records written to {f.archive}, {kept} already there")
 
 
-if __name__ == "__main__":   # flags defined here only: table.py (imported beside this in one test) has --archive too
+if __name__ == "__main__":   # flags defined here only (a test imports this module beside the study config)
   flags.DEFINE_string("archive", os.path.join(HERE, "points"), "The study's archive folder.")
   flags.DEFINE_string("csv", os.path.join(HERE, "study.csv"), "The committed rows.")
   flags.DEFINE_string("md", os.path.join(HERE, "study.md"), "The committed tables (for the ↑ marks).")

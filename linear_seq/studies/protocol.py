@@ -89,6 +89,15 @@ def arm_of(row: Row, arms: Mapping[str, Mapping[str, Any]] | None = None) -> str
   return str(overrides.get("model.mixer", ""))
 
 
+def arm_labels(opts: Mapping[str, Any], arms: Mapping[str, Any], default: Sequence[str] | None = None,
+               tiny: Sequence[str] = ()) -> list[str]:
+  """The arms a study's options pick: tiny=True's `tiny` arms; else arms=a+b (labels of `arms`, checked), or
+  `default` (all of `arms` when None) without the option."""
+  if opts.get("tiny"):
+    return list(tiny)
+  return config_lib.parse_subset(opts, "arms", list(arms), list(arms) if default is None else default, "arm")
+
+
 def choice(opts: Mapping[str, Any], key: str, valid: Sequence[str], default: str) -> str:
   """A config option that names one of `valid` (e.g. stage=pilot), `default` when absent."""
   value = str(opts.get(key, default))
@@ -97,25 +106,64 @@ def choice(opts: Mapping[str, Any], key: str, valid: Sequence[str], default: str
   return value
 
 
+SEEDS_SYNTAX = "a count (3: seeds 0, 1, 2) or '+'-joined seeds (0+2)"
+
+
 def seeds(value: int | str | Sequence[int], within: Sequence[int] | None = None, where: str = "this stage"
           ) -> tuple[int, ...]:
   """A study's seeds from one spec: a count (3 -> seeds 0, 1, 2) or an explicit list (0+2, or a sequence).
-  `within` (a stage's fixed seeds): the spec selects among them (a single number is then one of them, 1 -> (1,)),
-  and a seed outside them is an error."""
+  `within` (a stage's fixed seeds; the MQAR study's stages only): the spec selects among them (a single number
+  is then one of them, 1 -> (1,)), and a seed outside them is an error. Anything else (a fraction, a word, a
+  repeated or negative seed, a count below 1) is a ValueError saying what a spec is."""
+  def integer(x) -> int:
+    if isinstance(x, bool) or not (isinstance(x, int) or isinstance(x, str) and x.strip().lstrip("-").isdigit()):
+      raise ValueError(f"seeds must be {SEEDS_SYNTAX}, got {value!r}")
+    return int(x)
+
   if isinstance(value, str) and "+" in value or isinstance(value, (list, tuple)):
-    out = tuple(int(s) for s in (value.split("+") if isinstance(value, str) else value))
+    out = tuple(integer(s) for s in (value.split("+") if isinstance(value, str) else value))
   elif within is not None:
-    out = (int(value),)
+    out = (integer(value),)
   else:
-    n = int(value)
+    n = integer(value)
     if n < 1:
-      raise ValueError(f"seeds must be >= 1, got {value!r}")
+      raise ValueError(f"seeds must be {SEEDS_SYNTAX} (a count of at least 1), got {value!r}")
     return tuple(range(n))
   if any(s < 0 for s in out) or len(set(out)) != len(out):
     raise ValueError(f"seeds must be distinct non-negative integers, got {value!r}")
   if within is not None and not set(out) <= set(within):
     raise ValueError(f"seeds={value}: {where} runs seeds {'+'.join(map(str, within))}")
   return out
+
+
+def numbers(opts: Mapping[str, Any], key: str, default: Sequence[float], kind: Callable[[str], float] = int,
+            allowed: Sequence[float] | None = None, where: str = "this stage") -> tuple:
+  """A config option of '+'-joined positive numbers (widths=64+128 -> (64, 128)); `default` when absent. With
+  `allowed` (a stage's own values) they must be among them, and come back in its order."""
+  if key not in opts:
+    return tuple(default)
+  try:
+    values = [kind(x) for x in str(opts[key]).split("+")]
+  except ValueError:
+    values = []
+  if not values or any(not v > 0 for v in values):
+    raise ValueError(f"{key} must be positive numbers joined by '+', got {opts[key]!r}")
+  if allowed is None:
+    return tuple(values)
+  if not set(values) <= set(allowed):
+    raise ValueError(f"{key}={opts[key]}: {where} runs {key} {'+'.join(map(str, allowed))}")
+  return tuple(v for v in allowed if v in values)
+
+
+def found(rows: Iterable[Row], overrides: Mapping[str, Any]) -> Row | None:
+  """The first finished ('ok') row of the point with exactly these overrides, else None."""
+  want = dict(overrides)
+  return next((r for r in rows if r.get("status") == "ok" and r.get("_overrides") == want), None)
+
+
+def curve(row: Row, key: str = "eval_accuracy") -> list[tuple[int, float]]:
+  """A row's learning curve of `key`: [(step, value)] from its metrics.jsonl ('_metrics'), in order."""
+  return [(m["step"], m[key]) for m in row.get("_metrics") or () if key in m]
 
 
 def ladder_step(lr: float, up: bool) -> float:
@@ -227,6 +275,34 @@ class Tuning:
   def lr(self, rows, arm: str, cell: Hashable = None, provisional: bool = False) -> float | None:
     decision = self.decide(rows, arm, cell)
     return decision.provisional() if provisional else decision.lr
+
+  def best(self, rows, arm: str, cell: Hashable = None) -> tuple[float | None, list[Point]]:
+    """(the rate, None until known; the seed-0 points still to run before it is known)."""
+    decision = self.decide(rows, arm, cell)
+    return decision.lr, [self.pilot(arm, cell, lr) for lr in decision.todo]
+
+  def chosen(self, rows: Iterable[Row], arm_of: Callable[[Row], str],
+             cell_of: Callable[[Row], Hashable] = lambda r: None, arms: Iterable[str] | None = None,
+             provisional: bool = False) -> list[Row]:
+    """The rows at their (arm, cell)'s chosen rate, in order (provisional: the grid's best while the step past its
+    edge is pending); rows without a rate override (a tiny sweep's) are kept; those of an arm whose rate is not
+    decided, or not among `arms` (when given), are left out."""
+    rows = list(rows)
+    by_key, lrs, known = index(rows), {}, None if arms is None else set(arms)
+    out = []
+    for r in rows:
+      lr = r["_overrides"].get("train.learning_rate")
+      if lr is None:
+        out.append(r)
+        continue
+      arm, cell = arm_of(r), cell_of(r)
+      if known is not None and arm not in known:
+        continue
+      if (arm, cell) not in lrs:
+        lrs[arm, cell] = self.lr(by_key, arm, cell, provisional)
+      if lrs[arm, cell] == lr:
+        out.append(r)
+    return out
 
   def plan(self, rows, keys: Iterable[tuple[str, Hashable]], provisional: bool = False
            ) -> tuple[dict[tuple[str, Hashable], float | None], list[Point]]:

@@ -1,20 +1,24 @@
 """A tuned study's tables, once for every study: the rows of its points (the follow-up rounds replayed), the
-learning-rate pilot table, the per-cell table (per-seed values, mean ± sample std, seeds reaching a threshold,
-first step reaching it), the separation verdict between two arms (every seed of one better than every seed of the
-other; beside it, where the seeds allow, Welch's t-test, one-sided, with its p-value and n), and markdown + CSV
-out.
+learning-rate pilot table, the per-cell table (cells at the chosen rate; columns: per-seed values, mean ± sample
+std, seeds reaching a threshold, first step reaching it), the separation verdict between two arms (every seed of
+one better than every seed of the other; beside it, where the seeds allow, Welch's t-test, one-sided, with its
+p-value and n) and the tables built on it (each arm's seed spread against the others, an arm's gap to named
+others), the values per evaluation length and per rate, learning curves at fixed steps, and markdown + CSV out.
 
-  python -m linear_seq.studies.tables --table=experiments/mqar/table.py --workdir=runs/mqar \
+  python -m linear_seq.studies.tables --table=experiments/mqar/config.py --workdir=runs/mqar \
       --out=experiments/mqar/study.md      # restores the study's points folder into --workdir, writes study.md/.csv
 
 A study's table script (experiments/<study>/table.py, or its config file) defines `write(workdir, archive_dir,
-out[, arg])` from these pieces; the CLI loads it by path (`--table=FILE[:arg]`, the arg passed on) and runs it on
-the study's points folder (its ARCHIVE unless --archive).
+out[, arg][, plots_dir])` from these pieces; the CLI loads it by path (`--table=FILE[:arg]`, the arg passed on) and
+runs it on the study's points folder (its ARCHIVE unless --archive; a study with several sweep directories
+declares ARCHIVE = {sub-directory of --workdir: points folder}); --plots_dir=DIR draws its plots there too.
 """
 import csv
+import dataclasses
+import inspect
 import math
 import os
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from absl import app
 from absl import flags
@@ -30,6 +34,9 @@ from linear_seq.studies import sweep
 
 Row = dict[str, Any]
 MISSING = "…"
+# What a † beside a rate means (pilot_table(provisional=True), a Cell's provisional rate).
+PROVISIONAL_NOTE = ("\n† provisional: the better rate of the grid; the step past its edge (seed 0) has not "
+                    "finished yet.\n")
 
 
 def study_rows(config: str, workdir: str, arg: str = "", followup_args: Sequence[str] | None = None,
@@ -46,12 +53,26 @@ def study_rows(config: str, workdir: str, arg: str = "", followup_args: Sequence
   ask = hook or (lambda rows: [o for a in args for o in sweep.call_hook(module, "get_followup_sweep", rows, arg=a)
                                 or ()])   # a study without follow-ups: its first points only
 
-  def ran(overrides):
-    made = sweep.make_points(spec, workdir, list(overrides), base_config=base, extra_commands=list(extra_commands))
-    return collect.collect([p for p in made if os.path.isdir(p.workdir)])
-
+  ran = lambda overrides: rows_of(spec, workdir, overrides, base, extra_commands)
   first = list(module.get_sweep(arg)) if first is None else list(first)
   return protocol.replay(first, ask, ran)[1]
+
+
+def rows_of(config: str, workdir: str, overrides: Iterable[dict], base, extra_commands: Sequence = ()) -> list[Row]:
+  """The rows (collect) of those of a study's points (`config`: FILE[:arg], `base` its config) that have a
+  sub-workdir in `workdir`, finished or not."""
+  made = sweep.make_points(config, workdir, list(overrides), base_config=base, extra_commands=list(extra_commands))
+  return collect.collect([p for p in made if os.path.isdir(p.workdir)])
+
+
+def unique_ok(rows: Iterable[Row]) -> list[Row]:
+  """The finished rows, each point once (by name), in order."""
+  out, seen = [], set()
+  for r in rows:
+    if r.get("status") == "ok" and r["name"] not in seen:
+      seen.add(r["name"])
+      out.append(r)
+  return out
 
 
 def restored(load_rows: Callable[[str], list[Row]], workdir: str, archive_dir: str = "") -> list[Row]:
@@ -144,6 +165,167 @@ def markdown(header: Sequence[Any], body: Iterable[Sequence[Any]]) -> str:
   return "\n".join(common.md_table(header, body)) + "\n"
 
 
+# A table's column: (header, item -> its cell).
+Column = tuple[str, Callable[[Any], Any]]
+
+
+def columns(items: Iterable[Any], spec: Sequence[Column]) -> str:
+  """A markdown table with one line per item, spec's columns."""
+  return markdown([header for header, _ in spec], [[cell(item) for _, cell in spec] for item in items])
+
+
+def seed_columns(values: Callable[[Any], Sequence[float]], planned: int | Callable[[Any], int], label: str,
+                 threshold: float | None = None, one: str = "") -> list[Column]:
+  """A cell's seed columns from values(cell), its finished seeds' values: each seed's ('…' for each planned seed
+  still to run; `planned`: a count, or the cell's), mean ± sample std (`one`: after a single seed's value), and,
+  with a threshold, how many seeds reach it."""
+  count = planned if callable(planned) else lambda c: planned
+  spec = [(f"{label} per seed", lambda c: per_seed(values(c), count(c))),
+          ("mean ± std", lambda c: mean_std(values(c), one=one))]
+  if threshold is not None:
+    spec.append((f"seeds ≥ {threshold}", lambda c: f"{sum(v >= threshold for v in values(c))}/{len(values(c))}"))
+  return spec
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  """An arm at one key of a study's table (e.g. its width) at its chosen rate: the finished rows of its seeds
+  there, sorted by seed; provisional: the rate is the grid's best while the step past its edge is to run."""
+  arm: str
+  key: Any
+  lr: float
+  rows: list
+  provisional: bool = False
+
+
+def cells(tuning: protocol.Tuning, rows: Sequence[Row], keys: Iterable[tuple[str, Any]], metric: str,
+          point: Callable[[str, Any, float, int], dict], provisional: bool = False,
+          rate_key: Callable[[Any], Any] = lambda key: key) -> list[Cell]:
+  """A Cell per (arm, key) whose rate is decided (provisional: or provisional), in `keys`' order: its rows are
+  those that are point(arm, key, rate, seed) for their seed. The rate is the rule's for (arm, rate_key(key))
+  (default: the key itself; a study that tunes once per arm maps every key to None)."""
+  by_key, out = protocol.index(rows), []
+  for arm, key in keys:
+    decision = tuning.decide(by_key, arm, rate_key(key))
+    lr = decision.provisional() if provisional else decision.lr
+    if lr is not None:
+      mine = cell_rows(rows, metric, lambda seed: point(arm, key, lr, seed))
+      out.append(Cell(arm, key, lr, mine, decision.lr is None))
+  return out
+
+
+def cell_rows(rows: Iterable[Row], metric: str, point_of_seed: Callable[[int], dict]) -> list[Row]:
+  """One cell's finished rows with a number for `metric`: those whose overrides are exactly point_of_seed(their
+  seed), sorted by seed."""
+  mine = [r for r in ok(rows, metric)
+          if "seed" in r["_overrides"] and r["_overrides"] == dict(point_of_seed(r["_overrides"]["seed"]))]
+  return sorted(mine, key=lambda r: r["_overrides"]["seed"])
+
+
+def values(rows: Iterable[Row], metric: str) -> list[float]:
+  """The rows' `metric` as floats (those that have a number for it)."""
+  return [float(r[metric]) for r in rows if is_number(r.get(metric))]
+
+
+def spread_table(by_arm: Mapping[str, Sequence[float]], direction: str = "min") -> str:
+  """Per arm with a value (in order): its mean; the arms it is better than beyond the seed spread (separated,
+  its mean better in `direction`); the arms whose seeds overlap its own; those with under 2 seeds on a side;
+  each with the difference of means (this arm − the other)."""
+  body = []
+  for arm, a in by_arm.items():
+    if not a:
+      continue
+    ma = sum(a) / len(a)
+    better, within, open_ = [], [], []
+    for other, b in by_arm.items():
+      if other == arm or not b:
+        continue
+      mb = sum(b) / len(b)
+      d = f"{other} ({ma - mb:+.3f})"
+      if len(a) < 2 or len(b) < 2:
+        open_.append(d)
+      elif separated(a, b):
+        if (ma < mb) if direction == "min" else (ma > mb):
+          better.append(d)
+      else:
+        within.append(d)
+    body.append([arm, f"{ma:.3f}", ", ".join(better) or "—", ", ".join(within) or "—", ", ".join(open_) or "—"])
+  return markdown(["arm", "mean", "better than (seeds do not overlap)", "seeds overlap (Δ mean)",
+                   "under 2 seeds on a side (Δ mean)"], body)
+
+
+def gap_table(pairs: Mapping[str, Sequence[str]], by_arm: Mapping[str, Sequence[float]], direction: str,
+              header: Sequence[str]) -> str:
+  """Each arm of `pairs` that has a cell against its others: Δ = its mean − the other's, signed so that + means
+  it is better (higher for 'max', lower for 'min'), and whether their seeds separate (verdict); 'other: …'
+  while either has no value."""
+  sign = 1.0 if direction == "max" else -1.0
+  body = []
+  for arm, others in pairs.items():
+    if arm not in by_arm:
+      continue
+    a, out = by_arm[arm], []
+    for other in others:
+      b = by_arm.get(other) or []
+      if not a or not b:
+        out.append(f"{other}: …")
+      else:
+        out.append(f"{other}: {sign * (sum(a) / len(a) - sum(b) / len(b)):+.3f} ({verdict(a, b)})")
+    body.append([arm, *out])
+  return markdown(header, body)
+
+
+def curve_table(rows: Iterable[Row], steps: Sequence[int], lead: Sequence[Column], key: str = "eval_accuracy"
+                ) -> str:
+  """Per row: the lead columns, then its `key` at each of `steps` ('' where it was not evaluated)."""
+  at = lambda t: lambda r: next((f"{v:.3f}" for s, v in protocol.curve(r, key) if s == t), "")
+  return columns(rows, [*lead, *((f"at {t:,}", at(t)) for t in steps)])
+
+
+def by_length(rows: Iterable[Row], metric: str = "bits_per_byte") -> list[Row]:
+  """One row per (point, evaluation length): 'eval_seq_len' and its `metric` (the training length's from
+  eval.json, the others from the <metric>@T<len> columns of the extra evaluations); missing ones left out."""
+  out = []
+  for r in rows:
+    cols = {r.get("_config", {}).get("data.seq_len"): metric}
+    cols.update({int(k.split("@T")[1]): k for k in r if k.startswith(f"{metric}@T")})
+    out += [{**r, "eval_seq_len": t, metric: r[c]} for t, c in sorted(cols.items())
+            if t is not None and isinstance(r.get(c), (int, float))]
+  return out
+
+
+def length_table(by_arm: Mapping[str, Sequence[Row]], metric: str = "bits_per_byte") -> str:
+  """Per arm: its `metric` at every evaluation length its rows have (mean ± std over seeds), then the mean over
+  seeds of each model's change from the shortest length to the longest."""
+  ts = sorted({int(r["eval_seq_len"]) for cell in by_arm.values() for r in by_length(cell, metric)})
+  body = []
+  for arm, cell in by_arm.items():
+    by = by_length(cell, metric)
+    per_seed_at = {}   # the change per seed (the same model evaluated at both lengths), then its mean
+    for r in by:
+      per_seed_at.setdefault(r["_overrides"]["seed"], {})[r["eval_seq_len"]] = float(r[metric])
+    deltas = [v[ts[-1]] - v[ts[0]] for v in per_seed_at.values() if ts and ts[0] in v and ts[-1] in v]
+    body.append([arm, *(mean_std([float(r[metric]) for r in by if r["eval_seq_len"] == t]) for t in ts),
+                 f"{sum(deltas) / len(deltas):+.3f}" if deltas else MISSING])
+  return markdown(["arm", *(f"T={t:,}" for t in ts), f"T={ts[-1]:,} − T={ts[0]:,}" if ts else ""], body)
+
+
+def rate_table(by_arm_rate: Mapping[tuple[str, float], float], arms: Sequence[str]) -> str:
+  """Per arm (in `arms`' order, those with a value): a signed value at each rate ('' where none)."""
+  lrs = sorted({lr for _, lr in by_arm_rate})
+  body = [[arm, *(f"{by_arm_rate[arm, lr]:+.3f}" if (arm, lr) in by_arm_rate else "" for lr in lrs)]
+          for arm in arms if any((arm, lr) in by_arm_rate for lr in lrs)]
+  return markdown(["arm", *(f"lr {lr:g}" for lr in lrs)], body)
+
+
+def position_loss(row: Row, span: tuple[int, int]) -> float | None:
+  """The point's mean validation loss over context positions span[0]..span[1] (1-based, inclusive; its
+  position_loss.json from `evaluate --position_loss`), None without one."""
+  data = collect.read_json(os.path.join(row.get("_workdir", ""), "position_loss.json")) or {}
+  vals = [l for p, l in zip(data.get("position", []), data.get("position_loss", [])) if span[0] <= p <= span[1]]
+  return sum(vals) / len(vals) if vals else None
+
+
 def pilot_table(tuning: protocol.Tuning, rows: Iterable[Row], keys: Iterable[tuple[str, Any]],
                 cell: Callable[[Row], str], lead: Callable[[str, Any], Sequence[Any]] = lambda arm, key: (arm,),
                 lead_header: Sequence[str] = ("arm",), provisional: bool = False, rates: Sequence[float] = ()) -> str:
@@ -175,6 +357,14 @@ def csv_beside(out: str) -> str:
   return os.path.splitext(out)[0] + ".csv"
 
 
+def rows_csv(out: str, spec: Sequence[Column], rows: Iterable[Row]) -> str | None:
+  """The rows as CSV beside `out` (study.md -> study.csv), spec's columns; nothing when `out` is ''."""
+  if out:
+    rows = list(rows)
+    return write_csv(csv_beside(out), [h for h, _ in spec], [[value(r) for _, value in spec] for r in rows])
+  return None
+
+
 def is_number(value: Any) -> bool:
   return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))
 
@@ -197,13 +387,25 @@ def run_script(write: Callable[..., Any], workdir: str, archive_dir: str, arg: s
 
 
 def define_flags() -> None:
-  flags.DEFINE_string("table", None, "The study's table script (experiments/<study>/table.py, defines write()), "
+  flags.DEFINE_string("table", None, "The study's config (or table script) that defines write(), "
                       "FILE[:arg].")
   flags.DEFINE_string("workdir", None, "The study's sweep directory (restored from its points folder first).")
   flags.DEFINE_string("archive", None, "The points folder to restore from (default: the script's ARCHIVE); '' = "
                       "none.")
   flags.DEFINE_string("out", "", "Write the markdown here (and the rows as .csv beside it); '' = stdout only.")
+  flags.DEFINE_string("plots_dir", "", "Draw the study's plots here too (a write() that takes plots_dir); '' = none.")
   flags.mark_flags_as_required(["table", "workdir"])
+
+
+def restore_archives(archives: str | Mapping[str, str], workdir: str) -> None:
+  """Restores a study's points folder into `workdir` ('' = none); a study with several sweep directories
+  declares {sub-directory of workdir: its points folder} (those not made yet are skipped)."""
+  if isinstance(archives, Mapping):
+    for sub, folder in archives.items():
+      if os.path.isdir(folder):
+        archive.restore_all(folder, os.path.join(workdir, sub))
+  elif archives:
+    archive.restore_all(archives, workdir)
 
 
 def main(argv: Sequence[str]) -> None:
@@ -214,10 +416,13 @@ def main(argv: Sequence[str]) -> None:
     module = config_lib.load_module(path)
     if not hasattr(module, "write"):
       raise ValueError(f"{path} defines no write(workdir, archive_dir, out)")
-    archive_dir = getattr(module, "ARCHIVE", "") if f.archive is None else f.archive
-    if archive_dir:
-      archive.restore_all(archive_dir, f.workdir)
-    module.write(f.workdir, "", f.out, **({"arg": arg} if arg else {}))
+    restore_archives(getattr(module, "ARCHIVE", "") if f.archive is None else f.archive, f.workdir)
+    more = {"arg": arg} if arg else {}
+    if f.plots_dir:
+      if "plots_dir" not in inspect.signature(module.write).parameters:
+        raise ValueError(f"{path}'s write() draws no plots (it takes no plots_dir)")
+      more["plots_dir"] = f.plots_dir
+    module.write(f.workdir, "", f.out, **more)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""experiments/hybrids/table.py on sweep directories the test writes: the pilot (seed 0 per rate, the chosen
+"""experiments/hybrids/config.py's tables (write) on sweep directories the test writes: the pilot (seed 0 per rate, the chosen
 rate), the arms at their chosen rates, the pure 2-layer LM arms taken from the LM study's points (marked ‡),
 and the hybrid-vs-pure gaps signed so that + is the hybrid better."""
 import importlib.util
@@ -13,9 +13,9 @@ from tests.helpers import REPO
 
 @pytest.fixture(scope="module")
 def table():
-  spec = importlib.util.spec_from_file_location("hybrids_table", os.path.join(REPO, "experiments", "hybrids", "table.py"))
+  spec = importlib.util.spec_from_file_location("hybrids_study", os.path.join(REPO, "experiments", "hybrids", "config.py"))
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)   # defines no absl flags (only when run as a script)
+  spec.loader.exec_module(module)   # defines no absl flags (the tables CLI defines them when it runs)
   return module
 
 
@@ -39,12 +39,12 @@ WIDTHS = {"mqar": {a: 32 for a in ("gla-softmax", "deltanet-softmax", "gla3-soft
 
 
 def test_tables(table, tmp_path, monkeypatch):
-  study = table.study
+  study = table
   ref = {"mqar": 32, "lm": 128}
   monkeypatch.setattr(study, "widths", lambda arg="": {(a, ref[t]): w for t in ref if f"task={t}" in arg
                                                        for a, w in WIDTHS[t].items()})
   pt = study.point
-  mq, lm_wd, lm_study_wd = (str(tmp_path / d) for d in ("mqar", "lm", "lm_study"))
+  mq, lm_wd, lm_study_wd = (str(tmp_path / d) for d in ("hybrids_mqar", "hybrids_lm", "lm"))
   ws = study.widths("task=mqar")
   # MQAR: gla-softmax best at 1e-3 (both seeds; its step out to 3e-4 worse), gla2 at 3e-3 (1e-2 worse),
   # softmax2 only its seed 0 at 1e-3 so far.
@@ -58,12 +58,12 @@ def test_tables(table, tmp_path, monkeypatch):
   assert "| gla-softmax | 2 | 32 | 0.700 | 0.900 | 0.500 |  | 0.001 |" in pilot
   assert "| softmax2 | 2 | 32 |  | 1.000 |  |  | … |" in pilot
   cs = table.cells(rows, "mqar")
-  assert {a: (lr, [r["accuracy"] for r in c]) for a, (_, lr, c, _) in cs.items()} == {
+  assert {a: (c.lr, [r["accuracy"] for r in c.rows]) for a, c in cs.items()} == {
       "gla-softmax": (1e-3, [0.9, 0.8]), "gla2": (3e-3, [0.3, 0.1])}
   gaps = table.gap_table(cs, "mqar").splitlines()
   assert gaps[2] == "| gla-softmax | gla2: +0.650 (yes) | softmax2: … |"
   # LM: the hybrids sweep ran deltanet-softmax; gla2 / softmax2 come from the LM study's points.
-  lm = table.config_lib.load_module(table.LM_STUDY)
+  lm = table.config_lib.load_module(table._LM_STUDY)  # pylint: disable=protected-access
   wl = study.widths("task=lm")
   for lr, seed, bits in [(3e-3, 0, 2.40), (1e-2, 0, 2.36), (1e-2, 1, 2.37), (1e-3, 0, 2.5), (3e-2, 0, 2.38),
                          (3e-4, 0, 2.6)]:
@@ -73,7 +73,7 @@ def test_tables(table, tmp_path, monkeypatch):
   # gla3-softmax: its grid has run, the step past its edge (3e-2) not yet -> provisional (†)
   for lr, seed, bits in [(3e-3, 0, 2.33), (1e-2, 0, 2.31), (1e-2, 1, 2.32)]:
     _write_point(lm_wd, pt("gla3-softmax", wl["gla3-softmax", 128], lr, seed), {"bits_per_byte": bits})
-  text = table.write(str(tmp_path / "none"), lm_wd, lm_study_wd, restore=False, out=str(tmp_path / "s.md"))
+  text = table.write(str(tmp_path), out=str(tmp_path / "s.md"))
   assert "| gla3-softmax | 4 | 120 |  | 2.330 | 2.310 |  | 0.01 † |" in text.splitlines()
   assert "| gla3-softmax | 4 | 120 | 1,000 | 64 | 0.01 † | 2.310 / 2.320 | 2.315 ± 0.007 |" in text.splitlines()
   assert table.PROVISIONAL.strip() in text.splitlines()

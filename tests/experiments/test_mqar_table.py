@@ -1,4 +1,4 @@
-"""experiments/mqar/table.py on a sweep directory the test writes: which points it reads (the pilot, then the
+"""experiments/mqar/config.py's tables (write) on a sweep directory the test writes: which points it reads (the pilot, then the
 grid at each arm's chosen rate, as the sweep chooses them), the per-seed cells, mean ± std, seeds reaching
 0.9, the first step there, unfinished cells as '…', the learning-rate and seed checks, and the CSV beside
 --out."""
@@ -12,14 +12,14 @@ import pytest
 from linear_seq.studies import sweep
 from tests.helpers import REPO
 
-TABLE = os.path.join(REPO, "experiments", "mqar", "table.py")
+TABLE = os.path.join(REPO, "experiments", "mqar", "config.py")
 
 
 @pytest.fixture(scope="module")
 def table():
-  spec = importlib.util.spec_from_file_location("mqar_table", TABLE)
+  spec = importlib.util.spec_from_file_location("mqar_study", TABLE)
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)   # defines no absl flags (only when run as a script)
+  spec.loader.exec_module(module)   # defines no absl flags (the tables CLI defines them when it runs)
   return module
 
 
@@ -37,7 +37,7 @@ def _write_point(workdir, overrides, curve, *, state_size=1000, seq_len=64, step
 
 
 def test_tables_from_a_sweep_directory(table, tmp_path):
-  study = table.study
+  study = table
   wd = str(tmp_path / "runs")
   pt = study.point
   # gla: 1e-3 wins the pilot; its grid has seed 0 at widths 32 (collapsed) and 64 (the pilot point), seed 1 at 64.
@@ -98,7 +98,7 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
 
 def test_imported_rows_give_back_the_committed_tables(table, tmp_path):
   """import_rows.py's records of the committed study.csv/study.md (points whose sub-workdirs were lost), restored
-  into an empty workdir: table.py writes the committed study.md again, ↑ marks and first steps included, and
+  into an empty workdir: config.py's write() writes the committed study.md again, ↑ marks and first steps included, and
   the sweep's follow-ups choose the same learning rates from them."""
   spec = importlib.util.spec_from_file_location("mqar_import", os.path.join(REPO, "experiments", "mqar",
                                                                             "import_rows.py"))
@@ -120,5 +120,5 @@ def test_imported_rows_give_back_the_committed_tables(table, tmp_path):
   assert table.seedcheck_table(rows, hard=True) in text
   chosen = {line.split(" | ")[0].strip("| "): float(line.rstrip(" |").split(" | ")[-1])
             for line in pilot.splitlines() if line.startswith("| ") and not line.startswith(("| arm", "|---"))}
-  hard = table.study.get_followup_sweep(rows, "stage=hard,seeds=0,widths=64")
-  assert {table.study.arm_of({"_overrides": o}): o["train.learning_rate"] for o in hard} == chosen
+  hard = table.get_followup_sweep(rows, "stage=hard,seeds=0,widths=64")
+  assert {table.arm_of({"_overrides": o}): o["train.learning_rate"] for o in hard} == chosen

@@ -132,6 +132,9 @@ def test_seeds_one_spec():
   for bad, within in (("0", None), ("1+1", None), ("-1+2", None), ("3", (0, 1))):
     with pytest.raises(ValueError):
       protocol.seeds(bad, within)
+  for bad in ("x", 2.5, True, "1+x", "", None, [0, 1.5]):
+    with pytest.raises(ValueError, match=r"seeds must be a count \(3: seeds 0, 1, 2\) or '\+'-joined seeds"):
+      protocol.seeds(bad)
 
 
 def test_seed_major_and_new_points():
@@ -175,3 +178,40 @@ def test_a_task_is_a_preset_with_the_studys_overrides_and_tiny_its_smoke_test():
   small = protocol.task("shakespeare_small.py")
   assert (small.data.seq_len, small.train.num_steps, small.model.conv_width) == (256, 1000, 4)
   assert protocol.task("shakespeare_small.py", tiny=True).model.conv_width == 4
+
+
+def test_tuning_best_lists_the_points_still_to_run_and_chosen_keeps_the_rows_at_the_rate():
+  tuning = protocol.Tuning(protocol.LrRule(GRID, edge="up"),
+                           lambda arm, width, lr: protocol.point(ARMS, arm, {"model.d_model": width}, lr, 0))
+  row = lambda arm, lr, acc, seed=0, width=64: {"_overrides": dict(protocol.point(ARMS, arm, {"model.d_model": width},
+                                                                                 lr, seed)),
+                                                "status": "ok", "accuracy": acc, "_arm": arm}
+  rows = [row("gla", 1e-3, 0.9), row("gla", 3e-3, 0.5), row("gla", 1e-3, 0.8, seed=1), row("gla", 3e-3, 0.7, seed=1),
+          row("softmax", 1e-3, 0.1), row("softmax", 3e-3, 0.9), row("softmax", 3e-3, 0.95, seed=1)]
+  assert tuning.best(rows, "gla", 64) == (1e-3, [])
+  assert tuning.best(rows[:1], "gla", 64) == (None, [tuning.pilot("gla", 64, 3e-3)])   # the grid's other rate
+  assert tuning.best(rows, "softmax", 64) == (None, [tuning.pilot("softmax", 64, 1e-2)])   # the step past the edge
+  arm_of, width_of = (lambda r: r["_arm"]), (lambda r: r["_overrides"]["model.d_model"])
+  kept = lambda **kw: [(r["_arm"], r["_overrides"].get("train.learning_rate"), r["_overrides"]["seed"])
+                       for r in tuning.chosen(rows + [{"_overrides": {"seed": 0}, "_arm": "tiny"}], arm_of, width_of,
+                                              **kw)]
+  assert kept() == [("gla", 1e-3, 0), ("gla", 1e-3, 1), ("tiny", None, 0)]      # softmax undecided; no rate: kept
+  assert kept(provisional=True) == [("gla", 1e-3, 0), ("gla", 1e-3, 1), ("softmax", 3e-3, 0), ("softmax", 3e-3, 1),
+                                    ("tiny", None, 0)]
+  assert kept(arms=("softmax",), provisional=True)[:2] == [("softmax", 3e-3, 0), ("softmax", 3e-3, 1)]
+
+
+def test_numbers_found_and_curve():
+  assert protocol.numbers({}, "widths", (32, 64)) == (32, 64)
+  assert protocol.numbers({"widths": "128+64"}, "widths", ()) == (128, 64)
+  assert protocol.numbers({"widths": "128+64"}, "widths", (), allowed=(32, 64, 128)) == (64, 128)   # its order
+  assert protocol.numbers({"lrs": "1e-3+3e-3"}, "lrs", (), float) == (1e-3, 3e-3)
+  for opts, match in (({"widths": "32+x"}, "widths must be positive numbers joined by"),
+                      ({"widths": "0"}, "widths must be positive"), ({"widths": 16}, "widths=16: stage main runs")):
+    with pytest.raises(ValueError, match=match):
+      protocol.numbers(opts, "widths", (), allowed=(32, 64), where="stage main")
+  rows = [{"_overrides": {"seed": 0}, "status": "failed"}, {"_overrides": {"seed": 0}, "status": "ok", "n": 1},
+          {"_overrides": {"seed": 0}, "status": "ok", "n": 2}]
+  assert protocol.found(rows, {"seed": 0})["n"] == 1 and protocol.found(rows, {"seed": 1}) is None
+  row = {"_metrics": [{"step": 1, "train_loss": 2.0}, {"step": 250, "eval_accuracy": 0.5}]}
+  assert protocol.curve(row) == [(250, 0.5)] and protocol.curve({}) == []

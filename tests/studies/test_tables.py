@@ -8,6 +8,7 @@ import sys
 import pytest
 from scipy import stats
 
+from linear_seq.studies import archive
 from linear_seq.studies import protocol
 from linear_seq.studies import tables
 from tests.helpers import REPO
@@ -114,3 +115,89 @@ def test_welch_where_the_seeds_do_not_allow_it():
   assert tables.verdict([1.0], [2.0, 2.1], "min") == "under 2 seeds"       # no test to add
   with pytest.raises(ValueError, match="direction must be one of max, min"):
     tables.welch([1.0, 2.0], [1.0, 2.0], "up")
+
+
+def test_the_cli_restores_several_points_folders_and_passes_plots_dir(tmp_path):
+  """A study with several sweep directories (ARCHIVE = {sub-directory: points folder}, as hybrids'): each folder
+  that exists is restored under --workdir; --plots_dir reaches a write() that takes it, and is refused by one
+  that does not."""
+  sub = tmp_path / "runs_a" / "p"
+  sub.mkdir(parents=True)
+  (sub / "eval.json").write_text('{"accuracy": 0.5, "step": 1}')
+  archive.save(str(tmp_path / "points_a"), str(sub), "p", {"seed": 0})
+  script = tmp_path / "study.py"
+  script.write_text(f"ARCHIVE = {{'a': {str(tmp_path / 'points_a')!r}, 'b': {str(tmp_path / 'none')!r}}}\n"
+                    "import os\ndef write(workdir, archive_dir, out, plots_dir=''):\n"
+                    "  found = os.path.isfile(os.path.join(workdir, 'a', 'p', 'eval.json'))\n"
+                    "  open(out, 'w').write(f\"{' '.join(sorted(os.listdir(workdir)))} {plots_dir} {found}\")\n")
+  out, work = tmp_path / "study.md", tmp_path / "work"
+  cmd = [sys.executable, "-m", "linear_seq.studies.tables", f"--table={script}", f"--workdir={work}", f"--out={out}",
+         "--plots_dir=PLOTS"]
+  env = {**os.environ, "PYTHONPATH": REPO}
+  subprocess.run(cmd, check=True, cwd=REPO, env=env)
+  assert out.read_text() == "a PLOTS True"   # 'b' has no points folder: nothing made for it
+  script.write_text("def write(workdir, archive_dir, out):\n  pass\n")
+  bad = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
+  assert bad.returncode == 1 and "takes no plots_dir" in bad.stderr
+
+
+def _tuned_rows():
+  """Two arms' seeds at width 64, their rates tuned by seed 0 on a two-rate grid: a at 1e-3, b at 3e-3."""
+  tuning = protocol.Tuning(protocol.LrRule((1e-3, 3e-3)), lambda arm, w, lr: protocol.point(ARMS, arm, {"w": w}, lr, 0))
+  make = lambda arm, w, lr, seed: protocol.point(ARMS, arm, {"w": w}, lr, seed)
+  acc = {("a", 1e-3, 0): 0.9, ("a", 3e-3, 0): 0.5, ("a", 1e-3, 1): 0.8, ("a", 3e-3, 1): 0.99,
+         ("b", 1e-3, 0): 0.2, ("b", 3e-3, 0): 0.3, ("b", 3e-3, 1): 0.1, ("b", 3e-3, 2): 0.25}
+  rows = [{"_overrides": dict(make(a, 64, lr, s)), "status": "ok", "accuracy": v, "name": f"{a}{lr}{s}"}
+          for (a, lr, s), v in acc.items()]
+  return tuning, make, rows
+
+
+def test_cells_and_their_columns():
+  tuning, make, rows = _tuned_rows()
+  cells = tables.cells(tuning, rows, [("a", 64), ("b", 64), ("b", 32)], "accuracy", make)
+  assert [(c.arm, c.key, c.lr, [r["accuracy"] for r in c.rows]) for c in cells] == [
+      ("a", 64, 1e-3, [0.9, 0.8]), ("b", 64, 3e-3, [0.3, 0.1, 0.25])]      # (b, 32): no pilot, no rate
+  per_arm = tables.cells(tuning, rows, [("a", 32), ("a", 64)], "accuracy", make, rate_key=lambda w: 64)
+  assert [(c.key, len(c.rows)) for c in per_arm] == [(32, 0), (64, 2)]    # the rate chosen at 64 serves 32
+  spec = [("arm", lambda c: c.arm), *tables.seed_columns(lambda c: tables.values(c.rows, "accuracy"), 3, "accuracy",
+                                                         threshold=0.5, one=" (1 seed)")]
+  assert tables.columns(cells, spec).splitlines() == [
+      "| arm | accuracy per seed | mean ± std | seeds ≥ 0.5 |", "|---|---|---|---|",
+      "| a | 0.900 / 0.800 / … | 0.850 ± 0.071 | 2/2 |", "| b | 0.300 / 0.100 / 0.250 | 0.217 ± 0.104 | 0/3 |"]
+  assert tables.unique_ok(rows + rows[:1] + [{"name": "x", "status": "failed"}]) == rows
+
+
+def test_spread_gap_and_rate_tables():
+  cells = {"a": [1.0, 1.1], "b": [1.2, 1.3], "c": [1.05, 1.25], "d": [2.0]}
+  spread = tables.spread_table(cells, "min").splitlines()
+  assert spread[2] == "| a | 1.050 | b (-0.200) | c (-0.100) | d (-0.950) |"   # lower is better: a beats b
+  assert spread[3] == "| b | 1.250 | — | c (+0.100) | d (-0.750) |"
+  assert tables.spread_table(cells, "max").splitlines()[3].startswith("| b | 1.250 | a (+0.200) |")
+  gap = tables.gap_table({"a": ("b", "d", "e")}, cells, "min", ["arm", "1", "2", "3"]).splitlines()
+  assert gap[2] == "| a | b: +0.200 (yes) | d: +0.950 (under 2 seeds) | e: … |"   # + = a better (lower)
+  assert tables.gap_table({"a": ("b",)}, cells, "max", ["arm", "1"]).splitlines()[2] == "| a | b: -0.200 (yes) |"
+  assert tables.rate_table({("x", 1e-3): 0.5, ("y", 3e-3): -0.25}, ["y", "x", "z"]).splitlines() == [
+      "| arm | lr 0.001 | lr 0.003 |", "|---|---|---|", "| y |  | -0.250 |", "| x | +0.500 |  |"]
+
+
+def test_curves_lengths_and_position_loss(tmp_path):
+  metrics = [{"step": 500, "eval_accuracy": 0.25}, {"step": 1000, "eval_accuracy": 0.5}]
+  rows = [{"name": "p", "_metrics": metrics}]
+  assert tables.curve_table(rows, (500, 1500), [("name", lambda r: r["name"])]).splitlines()[2] == "| p | 0.250 |  |"
+  row = lambda seed, at128, at512: {"_overrides": {"seed": seed}, "_config": {"data.seq_len": 128},
+                                    "bits_per_byte": at128, "bits_per_byte@T512": at512, "bits_per_byte@T2048": None}
+  assert [(r["eval_seq_len"], r["bits_per_byte"]) for r in tables.by_length([row(0, 2.0, 2.5)])] == [(128, 2.0),
+                                                                                                      (512, 2.5)]
+  assert tables.length_table({"a": [row(0, 2.0, 2.5), row(1, 2.2, 2.5)]}).splitlines() == [
+      "| arm | T=128 | T=512 | T=512 − T=128 |", "|---|---|---|---|",
+      "| a | 2.100 ± 0.141 | 2.500 ± 0.000 | +0.400 |"]
+  (tmp_path / "position_loss.json").write_text('{"position": [1, 2, 3, 4], "position_loss": [4.0, 2.0, 1.0, 3.0]}')
+  assert tables.position_loss({"_workdir": str(tmp_path)}, (2, 3)) == 1.5
+  assert tables.position_loss({"_workdir": str(tmp_path / "none")}, (2, 3)) is None
+
+
+def test_rows_csv_beside_the_markdown(tmp_path):
+  rows = [{"a": 1, "b": None}, {"a": 2}]
+  assert tables.rows_csv("", [("a", lambda r: r["a"])], rows) is None
+  path = tables.rows_csv(str(tmp_path / "study.md"), [("a", lambda r: r["a"]), ("b", lambda r: r.get("b"))], rows)
+  assert open(path, newline="").read() == "a,b\r\n1,\r\n2,\r\n"
