@@ -24,6 +24,7 @@ Stages (each arm at its chosen rate, CHOSEN_LR, from the study's pilot):
            this size (n_groups = 1, no time_step_limit) linear_seq/parity.py's options differ from the arm's only
            by model.A_init=arange (A_h = h + 1 where the arm draws A ~ U[1, 16]). The hard point at width 64,
            seeds 0 and 1, then the main point's seed 1 at widths 64 and 128.
+  afactor: HF's A init alone: the hard point at width 64, seed 0, init=gpt2 with model.A_init=arange.
   grid:    mamba2's main grid (widths 32/64/128 x seeds 0-2) and hard cells (widths 64/128 x seeds 0, 1) with
            init=torch (points that confirm ran are skipped: the same names). seeds=, widths= pick a subset.
 """
@@ -34,7 +35,7 @@ from linear_seq import config_lib
 STUDY = "mqar_init"
 _STUDY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py")
 OPTIONS = ("tiny", "stage", "arms", "seeds", "widths", "only")
-STAGES = ("confirm", "factors", "pilot", "hf", "grid")
+STAGES = ("confirm", "factors", "pilot", "hf", "afactor", "grid")
 # The HF Mamba-2 conventions the arm lacks at this size (linear_seq/parity.py options("mamba2", ...)).
 HF_MAMBA2 = {"model.A_init": "arange"}
 # Each arm's rate as the study's pilot chose it (experiments/mqar/README.md's pilot table, config.best_lr).
@@ -85,6 +86,8 @@ def get_sweep(arg: str = ""):
   if stage == "hf":
     return [{**point("mamba2", w, sd, "torch", h), **HF_MAMBA2} for h, w, sd in
             [(True, 64, 0), (True, 64, 1), (False, 64, 1), (False, 128, 1)]]
+  if stage == "afactor":
+    return [{**point("mamba2", 64, 0, "gpt2", True), **HF_MAMBA2}]
   s = _study()
   seeds, widths = _ints(opts, "seeds", s.SEEDS), _ints(opts, "widths", s.WIDTHS)
   main = [point("mamba2", w, sd, "torch", False) for sd in seeds for w in widths]

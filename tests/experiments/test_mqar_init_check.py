@@ -23,8 +23,8 @@ def test_points_are_the_study_points_with_an_init():
     points = check.get_sweep(f"stage={stage}")
     for p in points:
       assert p["model.init"] in ("gpt2", "torch", "torch_in", "torch_out", "mamba_ssm")
-      if stage == "hf":
-        assert p.pop("model.A_init") == "arange" and p["model.init"] == "torch"
+      if stage in ("hf", "afactor"):
+        assert p.pop("model.A_init") == "arange" and p["model.init"] == ("torch" if stage == "hf" else "gpt2")
       assert str(sorted(_without_init(p).items())) in main | hard, p
       seen.add(str(sorted(p.items())))
   confirm = check.get_sweep("stage=confirm")
