@@ -37,8 +37,10 @@ lax.scan, as chunk.py does.
 Precision (precision.py, docs/DESIGN.md): the inverse and the solve run at HIGHEST whatever the global
 setting (with TF32 operands, emulated, the inverse at correlated keys and β up to 2 was off by 2.0e-3
 relative vs float64; at HIGHEST 4.6e-7, float32's own error; tests/ops/test_precision.py); with bf16
-inputs (`operand_dtype`) K Kᵀ, Q Kᵀ and the output's two products take bf16 operands with float32
-accumulation; A, the solve, the exponents, the state passing and the state stay float32.
+inputs (`operand_dtype`) K Kᵀ, Q Kᵀ (with a per-channel gate the binary splitting's cross blocks of both,
+(k ⊙ e^{prefix}) (k ⊙ e^{suffix})ᵀ and (q ⊙ e^{prefix}) (k ⊙ e^{suffix})ᵀ, as chunk.py) and the output's two
+products take bf16 operands with float32 accumulation; A, the solve, the exponents, the state passing and the
+state stay float32.
 """
 import dataclasses
 import functools
@@ -175,8 +177,8 @@ def _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C: int, vect
   else:
     g = chunk_lib._to_chunks(g_BTHk, N, C)                 # [N, B, H, C, 1 or K]
     if vector:   # two binary-splitting passes (stacking them into one is ~1.7× slower on CPU)
-      qk, prefix, suffix, total = chunk_lib._intra_vector(q, k, g)
-      kk = chunk_lib._intra_vector(k, k, g)[0]
+      qk, prefix, suffix, total = chunk_lib._intra_vector(q, k, g, operand_dtype)
+      kk = chunk_lib._intra_vector(k, k, g, operand_dtype)[0]
     else:
       prefix, suffix = chunk_lib._prefix_suffix(g)
       total = prefix[..., -1, :]
