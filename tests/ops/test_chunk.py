@@ -87,7 +87,7 @@ def test_grouped_chunk_matches_reference(case, monkeypatch):
 
 # (mode, gate) -> bf16-operand products in the forward (with an initial state): Q Kᵀ, scores @ V, (Q e^b) S.
 # Chunk form, vector gate, C = 16: the splitting's cross blocks at h = 2, 4, 8 take Q Kᵀ's place (h = 1 is
-# elementwise). Parallel form, vector gate: the scores (q_i ⊙ e^{D_ij}) · k_j keep float32 operands.
+# elementwise). Parallel form, vector gate: the scores Σ_k q_ik k_jk e^{D_ijk} keep float32 operands.
 BF16_DOTS = {("chunk", None): 3, ("chunk", "scalar"): 3, ("chunk", "vector"): 5,
              ("parallel", None): 3, ("parallel", "scalar"): 3, ("parallel", "vector"): 2}
 
