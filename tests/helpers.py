@@ -191,6 +191,24 @@ def random_log_decay(r, gate, strength, resets, shape_BTHK):
   return g
 
 
+def hlo_dots(hlo: str) -> list[str]:
+  """The dot_general lines of a lowered program's StableHLO text."""
+  return [line for line in hlo.splitlines() if "dot_general" in line]
+
+
+def count_bf16_dots(hlo: str) -> int:
+  """The dots whose two operands are bf16 and whose result is float32 (the precision policy's products,
+  ops/precision.py); asserts that no dot returns bf16."""
+  dots = hlo_dots(hlo)
+  assert not any("xbf16>" in line.rsplit("->", 1)[-1] for line in dots), "a product returns bf16"
+
+  def bf16_to_f32(line: str) -> bool:
+    operands, result = line.rsplit(":", 1)[-1].split("->")
+    return operands.count("xbf16>") == 2 and result.strip().endswith("xf32>")
+
+  return sum(map(bf16_to_f32, dots))
+
+
 def recurrence_cotangents(q, v, s0):
   """Fixed random cotangents for (o, S) of linear_recurrence on these inputs."""
   B_, T, H_, K = q.shape

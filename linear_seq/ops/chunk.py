@@ -48,8 +48,6 @@ is exact to float32 rounding given the bf16 inputs. Without an operand dtype eve
 float32 `jnp.einsum` (the same program as before the policy), or its emulated TF32/bf16 rounding under
 `precision.emulate` (all but the exact 0/1 matmul).
 """
-import dataclasses
-import functools
 import math
 
 import jax
@@ -230,27 +228,11 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, g_BTHk, s0_BHKV, chunk_size: int, operand_dtyp
 
 def group_tokens(q, k, v, g, s0, C: int, operand_dtype=None):
   """The group size `chunk` uses for these inputs (abstract ones will do) and chunk length C: tuning's
-  `linear_group_tokens`, or with tuning's `memory_budget` the largest group that fits it (group_budget.choose)."""
-  t = tuning.current()
-  if t.memory_budget is None:
-    return t.linear_group_tokens
-  return group_budget.choose(lambda L: group_memory(q, k, v, g, s0, C, L, operand_dtype), q.shape[1], C,
-                             t.memory_budget, t.linear_group_tokens)
+  `linear_group_tokens`, or with tuning's `memory_budget` the largest group that fits it (group_budget.group_tokens)."""
+  return group_budget.group_tokens(chunk, "linear_group_tokens", (q, k, v, g, s0), C, operand_dtype)
 
 
 def group_memory(q, k, v, g, s0, C: int, group_tokens, operand_dtype=None):
   """Compiled fwd+bwd bytes of `chunk` for these inputs' shapes in groups of group_tokens (None: one group),
-  on the current backend (group_budget.fwd_bwd_memory; cached per shape, group and tuning)."""
-  shapes = tuple(None if x is None else (tuple(x.shape), jnp.dtype(x.dtype)) for x in (q, k, v, g, s0))
-  operand = None if operand_dtype is None else jnp.dtype(operand_dtype)
-  tuned = dataclasses.replace(tuning.current(), linear_group_tokens=None, memory_budget=None)   # the rest of the row
-  return _group_memory(shapes, C, operand, group_tokens, jax.default_backend(), tuned)
-
-
-@functools.lru_cache(maxsize=1024)
-def _group_memory(shapes, C, operand_dtype, group_tokens, backend, tuned):
-  del backend, tuned   # in the cache key only
-  abstract = tuple(None if s is None else jax.ShapeDtypeStruct(*s) for s in shapes)
-  op = lambda q, k, v, g, s0: chunk(q, k, v, g, s0, C, operand_dtype)
-  with tuning.override(linear_group_tokens=group_tokens, memory_budget=None):
-    return group_budget.fwd_bwd_memory(op, abstract)
+  on the current backend (group_budget.group_memory)."""
+  return group_budget.group_memory(chunk, "linear_group_tokens", (q, k, v, g, s0), C, group_tokens, operand_dtype)

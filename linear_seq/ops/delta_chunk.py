@@ -37,11 +37,11 @@ lax.scan, as chunk.py does.
 Precision (precision.py, docs/DESIGN.md): the inverse and the solve run at HIGHEST whatever the global
 setting (with TF32 operands, emulated, the inverse at correlated keys and β up to 2 was off by 2.0e-3
 relative vs float64; at HIGHEST 4.6e-7, float32's own error; tests/ops/test_precision.py); with bf16
-inputs (`operand_dtype`) K Kᵀ, Q Kᵀ and the output's two products take bf16 operands with float32
-accumulation; A, the solve, the exponents, the state passing and the state stay float32.
+inputs (`operand_dtype`) K Kᵀ, Q Kᵀ (with a per-channel gate the binary splitting's cross blocks of both,
+(k ⊙ e^{prefix}) (k ⊙ e^{suffix})ᵀ and (q ⊙ e^{prefix}) (k ⊙ e^{suffix})ᵀ, as chunk.py) and the output's two
+products take bf16 operands with float32 accumulation; A, the solve, the exponents, the state passing and the
+state stay float32.
 """
-import dataclasses
-import functools
 import math
 
 import jax
@@ -175,8 +175,8 @@ def _chunk_group(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, C: int, vect
   else:
     g = chunk_lib._to_chunks(g_BTHk, N, C)                 # [N, B, H, C, 1 or K]
     if vector:   # two binary-splitting passes (stacking them into one is ~1.7× slower on CPU)
-      qk, prefix, suffix, total = chunk_lib._intra_vector(q, k, g)
-      kk = chunk_lib._intra_vector(k, k, g)[0]
+      qk, prefix, suffix, total = chunk_lib._intra_vector(q, k, g, operand_dtype)
+      kk = chunk_lib._intra_vector(k, k, g, operand_dtype)[0]
     else:
       prefix, suffix = chunk_lib._prefix_suffix(g)
       total = prefix[..., -1, :]
@@ -254,27 +254,11 @@ def chunk(q_BTHK, k_BTHK, v_BTHV, beta_BTH, g_BTHk, s0_BHKV, chunk_size: int, op
 
 def group_tokens(q, k, v, beta, g, s0, C: int, operand_dtype=None):
   """The group size `chunk` uses for these inputs (abstract ones will do) and chunk length C: tuning's
-  `delta_group_tokens`, or with tuning's `memory_budget` the largest group that fits it (group_budget.choose)."""
-  t = tuning.current()
-  if t.memory_budget is None:
-    return t.delta_group_tokens
-  return group_budget.choose(lambda L: group_memory(q, k, v, beta, g, s0, C, L, operand_dtype), q.shape[1], C,
-                             t.memory_budget, t.delta_group_tokens)
+  `delta_group_tokens`, or with tuning's `memory_budget` the largest group that fits it (group_budget.group_tokens)."""
+  return group_budget.group_tokens(chunk, "delta_group_tokens", (q, k, v, beta, g, s0), C, operand_dtype)
 
 
 def group_memory(q, k, v, beta, g, s0, C: int, group_tokens, operand_dtype=None):
   """Compiled fwd+bwd bytes of `chunk` for these inputs' shapes in groups of group_tokens (None: one group),
-  on the current backend (group_budget.fwd_bwd_memory; cached per shape, group and tuning)."""
-  shapes = tuple(None if x is None else (tuple(x.shape), jnp.dtype(x.dtype)) for x in (q, k, v, beta, g, s0))
-  operand = None if operand_dtype is None else jnp.dtype(operand_dtype)
-  tuned = dataclasses.replace(tuning.current(), delta_group_tokens=None, memory_budget=None)   # the rest of the row
-  return _group_memory(shapes, C, operand, group_tokens, jax.default_backend(), tuned)
-
-
-@functools.lru_cache(maxsize=1024)
-def _group_memory(shapes, C, operand_dtype, group_tokens, backend, tuned):
-  del backend, tuned   # in the cache key only
-  abstract = tuple(None if s is None else jax.ShapeDtypeStruct(*s) for s in shapes)
-  op = lambda q, k, v, beta, g, s0: chunk(q, k, v, beta, g, s0, C, operand_dtype)
-  with tuning.override(delta_group_tokens=group_tokens, memory_budget=None):
-    return group_budget.fwd_bwd_memory(op, abstract)
+  on the current backend (group_budget.group_memory)."""
+  return group_budget.group_memory(chunk, "delta_group_tokens", (q, k, v, beta, g, s0), C, group_tokens, operand_dtype)

@@ -94,8 +94,8 @@ def linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[float] = None,
     o [B, T, H, V] in the inputs' dtype, and the final state S_{T-1} [B, H, K, V] float32.
     States and cumulative log decays are accumulated in float32 whatever the input dtype
     (float64 inputs under jax_enable_x64 stay float64, for references).
-    With bf16 q, k, v the chunk form's large products take bf16 operands with float32 accumulation
-    (ops/precision.py; chunk.py's docstring lists them).
+    With bf16 q, k, v the chunk and parallel forms' large products take bf16 operands with float32
+    accumulation (ops/precision.py; chunk.py's and parallel.py's docstrings list them).
   """
   if log_decay is not None:
     checks.if_concrete(log_decay, lambda a: np.all(a <= 0), _log_decay_message)  # NaN fails too
@@ -121,7 +121,8 @@ def unchecked_linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[floa
   B, T, H, K, V = _validate(q, k, v, initial_state, mode, chunk_size)
   out_dtype = jnp.result_type(q, k, v)
   acc = jnp.promote_types(out_dtype, jnp.float32)   # float32, or float64 under x64 in tests
-  # Narrower inputs (bf16): the chunk form's large products take them as operands, accumulating in float32.
+  # Narrower inputs (bf16): the chunk and parallel forms' large products take them as operands, accumulating
+  # in float32.
   operand = out_dtype if jnp.issubdtype(out_dtype, jnp.floating) and jnp.finfo(out_dtype).bits < 32 else None
   g = _gate(log_decay, B, T, H, K, acc)
   if scale is None:
@@ -136,7 +137,7 @@ def unchecked_linear_recurrence(q, k, v, log_decay=None, *, scale: Optional[floa
     g, sign = jnp.broadcast_to(g, shape), jnp.broadcast_to(sign, shape)
     parity = signed_decay.running_parity(sign, seq_axis)
     q, k = signed_decay.fold(q, k, parity)
-  form = {"recurrent": recurrent, "assoc": assoc, "parallel": parallel_lib.parallel,
+  form = {"recurrent": recurrent, "assoc": assoc, "parallel": lambda *a: parallel_lib.parallel(*a, operand),
           "chunk": lambda *a: chunk_lib.chunk(*a, chunk_size, operand)}[mode]
   if seq_axis is None:
     o, s = form(q, k, v, g, s0)

@@ -1,4 +1,5 @@
-"""The chunkwise form's tuning and precision: its grouped path, bf16 operands, emulated TF32, a memory budget.
+"""The chunkwise form's tuning and precision: its grouped path, bf16 operands, emulated TF32, a memory budget;
+and the parallel (T×T) form's precision (bf16 operands, emulated TF32), the same policy at the same tolerances.
 
 Grouped path: sequences longer than two groups (tuning's `linear_group_tokens`, 512 on CPU) run group by group
 in a rematerialized lax.scan; here the group is shrunk to reach that path with small T. Tolerances as
@@ -7,8 +8,8 @@ test_recurrence.py: values vs the float64 loop reference ≤ 1e-5 relative RMS, 
 
 Precision (ops/precision.py, docs/DESIGN.md "Precision"), relative RMS:
   bf16 inputs (bf16 operands, float32 accumulation) vs the float32 op on the same rounded inputs:
-    o ≤ 1e-2 (measured ≤ 2.5e-3), S ≤ 1e-5 (its update and scan stay float32: measured 0), gradients ≤ 2e-2
-    (measured ≤ 3.6e-3)
+    o ≤ 1e-2 (measured ≤ 2.5e-3, parallel ≤ 2.4e-3), S ≤ 1e-5 (its update and scan stay float32: measured 0),
+    gradients ≤ 2e-2 (measured ≤ 3.6e-3, parallel ≤ 3.4e-3)
   float32 under emulated TF32 products vs the float64 references, values and gradients: ≤ 3e-3 (measured
     ≤ 4.3e-4)
 Memory budget (tuning's `memory_budget`, ops/group_budget.py): at two budgets the compiled forward+backward of
@@ -28,8 +29,8 @@ from linear_seq.ops import group_budget
 from linear_seq.ops import precision
 from linear_seq.ops import tuning
 from linear_seq.ops.reference import linear_recurrence_reference
-from tests.helpers import (GRAD_TOL, VALUE_TOL, assert_close, make_inputs, recurrence_cotangents, run_recurrence,
-                           vjp_grads)
+from tests.helpers import (GRAD_TOL, VALUE_TOL, assert_close, count_bf16_dots, hlo_dots, make_inputs,
+                           recurrence_cotangents, run_recurrence, vjp_grads)
 
 # (T, K, V, chunk, gate, strength, resets, initial state): T not a multiple of the group or chunk.
 CASES = [
@@ -50,17 +51,18 @@ def _grad_names(g):
   return ["dq", "dk", "dv", "dg" if g is not None else "ds0", "ds0"]
 
 
-def _vjp_fn(C):
-  """((o, S), grads) of the chunk form (None inputs skipped), a new function each call (a fresh trace)."""
+def _vjp_fn(C, mode="chunk"):
+  """((o, S), grads) of the chunk (or parallel) form (None inputs skipped), a new function each call (a fresh
+  trace)."""
   def f(q, k, v, g, s0, cot):
-    run = lambda q, k, v, g, s0: ops.linear_recurrence(q, k, v, g, initial_state=s0, mode="chunk", chunk_size=C)
+    run = lambda q, k, v, g, s0: ops.linear_recurrence(q, k, v, g, initial_state=s0, mode=mode, chunk_size=C)
     return run(q, k, v, g, s0), vjp_grads(run, (q, k, v, g, s0), cot)
   return f
 
 
 @functools.lru_cache(maxsize=None)
-def _vjp(C):
-  return jax.jit(_vjp_fn(C))
+def _vjp(C, mode="chunk"):
+  return jax.jit(_vjp_fn(C, mode))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
@@ -83,52 +85,48 @@ def test_grouped_chunk_matches_reference(case, monkeypatch):
     assert_close(gr, gr64, GRAD_TOL, name)
 
 
-def _dots(hlo: str) -> list[str]:
-  return [line for line in hlo.splitlines() if "dot_general" in line]
+# (mode, gate) -> bf16-operand products in the forward (with an initial state): Q Kᵀ, scores @ V, (Q e^b) S.
+# Chunk form, vector gate, C = 16: the splitting's cross blocks at h = 2, 4, 8 take Q Kᵀ's place (h = 1 is
+# elementwise). Parallel form, vector gate: the scores Σ_k q_ik k_jk e^{D_ijk} keep float32 operands.
+BF16_DOTS = {("chunk", None): 3, ("chunk", "scalar"): 3, ("chunk", "vector"): 5,
+             ("parallel", None): 3, ("parallel", "scalar"): 3, ("parallel", "vector"): 2}
 
 
-def _bf16_to_f32(line: str) -> bool:
-  """A dot whose two operands are bf16 and whose result is float32 (the operand policy's product)."""
-  types = line.rsplit(":", 1)[-1]
-  operands, result = types.split("->")
-  return operands.count("xbf16>") == 2 and result.strip().endswith("xf32>")
-
-
-# gate -> bf16-operand products in the forward: Q Kᵀ, scores @ V, (Q e^b) S; with a vector gate and C = 16 the
-# splitting's cross blocks at h = 2, 4, 8 take Q Kᵀ's place (h = 1 is elementwise).
-BF16_DOTS = {None: 3, "scalar": 3, "vector": 5}
-
-
-@pytest.mark.parametrize("gate", [None, "scalar", "vector"])
-def test_bfloat16_products_take_bf16_operands(gate, monkeypatch):
+@pytest.mark.parametrize("mode,gate", list(BF16_DOTS))
+def test_bfloat16_products_take_bf16_operands(mode, gate, monkeypatch):
   """bf16 inputs: exactly the large products take bf16 operands, every one accumulating into float32; float32
-  inputs: none (grouped, so the counted products are the scan body's, once)."""
+  inputs: none (the chunk form grouped, so the counted products are the scan body's, once)."""
   monkeypatch.setattr(tuning, "_overrides", {"linear_group_tokens": 16})
   q, k, v, g, s0 = make_inputs(40, 8, 8, gate, "weak", False, True, seed=3)
-  fwd = jax.jit(lambda q, k, v, g, s0: ops.linear_recurrence(q, k, v, g, initial_state=s0, mode="chunk",
+  fwd = jax.jit(lambda q, k, v, g, s0: ops.linear_recurrence(q, k, v, g, initial_state=s0, mode=mode,
                                                              chunk_size=16))
   bf = lambda x: jnp.asarray(x, jnp.bfloat16)
-  dots = _dots(fwd.lower(bf(q), bf(k), bf(v), g, s0).as_text())
-  assert sum(map(_bf16_to_f32, dots)) == BF16_DOTS[gate], "\n".join(dots)
-  assert not any("xbf16>" in line.rsplit("->", 1)[-1] for line in dots), "a product returns bf16"
-  assert not any("bf16" in line for line in _dots(fwd.lower(q, k, v, g, s0).as_text()))
+  hlo = fwd.lower(bf(q), bf(k), bf(v), g, s0).as_text()
+  assert count_bf16_dots(hlo) == BF16_DOTS[mode, gate], "\n".join(hlo_dots(hlo))
+  assert not any("bf16" in line for line in hlo_dots(fwd.lower(q, k, v, g, s0).as_text()))
 
 
-# The vector-gated cases compile the longest (the splitting's levels, fwd and bwd): slow tier.
+# The vector-gated chunk cases compile the longest (the splitting's levels, fwd and bwd): slow tier.
 PRECISION_CASES = [pytest.param(CASES[0], marks=pytest.mark.slow), CASES[2]]
+_case_id = lambda c: "-".join(map(str, c))
+# The parallel (T×T) form in every case (it compiles fast); the emulated-TF32 test takes the first three.
+BF16_CASES = ([pytest.param("chunk", CASES[0], marks=pytest.mark.slow, id="chunk-" + _case_id(CASES[0])),
+               pytest.param("chunk", CASES[2], id="chunk-" + _case_id(CASES[2]))]
+              + [pytest.param("parallel", c, id="parallel-" + _case_id(c)) for c in CASES])
 
 
-@pytest.mark.parametrize("case", PRECISION_CASES, ids=lambda c: "-".join(map(str, c)))
-def test_bfloat16_path_vs_float32(case, monkeypatch):
-  """bf16 inputs against the float32 op on the same bf16-rounded inputs, values and gradients (grouped)."""
+@pytest.mark.parametrize("mode,case", BF16_CASES)
+def test_bfloat16_path_vs_float32(mode, case, monkeypatch):
+  """bf16 inputs against the float32 op on the same bf16-rounded inputs, values and gradients (the chunk form
+  grouped)."""
   monkeypatch.setattr(tuning, "_overrides", {"linear_group_tokens": 32})
   T, K, V, C, gate, strength, resets, init = case
   q, k, v, g, s0 = make_inputs(T, K, V, gate, strength, resets, init, seed=12)
   cot = recurrence_cotangents(q, v, s0)
   bf = lambda x: jnp.asarray(x, jnp.bfloat16)
   up = lambda x: jnp.asarray(bf(x), jnp.float32)
-  (o, s), grads = _vjp(C)(bf(q), bf(k), bf(v), g, s0, cot)
-  (o32, s32), grads32 = _vjp(C)(up(q), up(k), up(v), g, s0, cot)
+  (o, s), grads = _vjp(C, mode)(bf(q), bf(k), bf(v), g, s0, cot)
+  (o32, s32), grads32 = _vjp(C, mode)(up(q), up(k), up(v), g, s0, cot)
   assert o.dtype == jnp.bfloat16 and s.dtype == jnp.float32
   assert_close(np.asarray(o, np.float32), o32, 1e-2, "bf16 o vs float32 op")
   assert_close(s, s32, 1e-5, "bf16 S vs float32 op")
@@ -136,8 +134,8 @@ def test_bfloat16_path_vs_float32(case, monkeypatch):
     assert_close(np.asarray(gr, np.float32), gr32, 2e-2, f"bf16 {name} vs float32 op")
 
 
-@pytest.mark.parametrize("case", PRECISION_CASES, ids=lambda c: "-".join(map(str, c)))
-def test_float32_under_emulated_tf32(case):
+@pytest.mark.parametrize("mode,case", BF16_CASES[:2] + [BF16_CASES[2]])
+def test_float32_under_emulated_tf32(mode, case):
   """The float32 path where plain products round their operands to TF32 (a GPU's default): its tolerance."""
   T, K, V, C, gate, strength, resets, init = case
   q, k, v, g, s0 = make_inputs(T, K, V, gate, strength, resets, init, seed=13)
@@ -145,8 +143,8 @@ def test_float32_under_emulated_tf32(case):
   o_ref, s_ref = linear_recurrence_reference(q, k, v, g, initial_state=s0)
   grads64 = _float64_grads(C, q, k, v, g, s0, cot)
   with precision.emulate("tf32"):   # traced inside: a fresh jit, not the cached _vjp
-    (o, s), grads = jax.jit(_vjp_fn(C))(q, k, v, g, s0, cot)
-  (o_exact, _), _ = _vjp(C)(q, k, v, g, s0, cot)
+    (o, s), grads = jax.jit(_vjp_fn(C, mode))(q, k, v, g, s0, cot)
+  (o_exact, _), _ = _vjp(C, mode)(q, k, v, g, s0, cot)
   assert not np.array_equal(np.asarray(o), np.asarray(o_exact)), "the emulation should change the products"
   assert_close((o, s), (o_ref, s_ref), 3e-3, "o, S (emulated TF32)")
   for name, gr, gr64 in zip(_grad_names(g), grads, grads64):
