@@ -99,7 +99,7 @@ def test_the_pilot_then_every_arm_cell_and_seed_at_the_arms_rate():
   assert study.get_followup_sweep(rows, "stage=pilot") == []
   # the long check: LONG_ARMS at their rate, seed 0, 4x the steps
   long = study.get_followup_sweep(rows, "stage=long")
-  extra = {"train.num_steps": 4 * study.STEPS, "train.eval_every": 4 * study.EVAL_EVERY}
+  extra = {"train.num_steps": 4 * study.STEPS}
   assert [dict(p) for p in long] == [_expected(study.LONG_ARMS[c], c, 3e-3, 0, **extra) for c in EXPECTED_CELLS]
   assert set(study.LONG_ARMS) == set(EXPECTED_CELLS)
   with pytest.raises(ValueError, match="unknown task"):
@@ -130,6 +130,7 @@ def _fake_point(p, accuracy):
     json.dump({"step": p.num_steps, "accuracy": acc[40], "eval_seq_len": 40, "dataset": p.overrides["data.dataset"]},
               f)
   with open(os.path.join(p.workdir, "metrics.jsonl"), "w") as f:
+    f.write(json.dumps({"step": p.num_steps // 2, "eval_accuracy": acc[40] / 2}) + "\n")
     f.write(json.dumps({"step": p.num_steps, "eval_accuracy": acc[40],
                         **{f"eval_accuracy_T{n}": acc[n] for n in (80, 160, 320)}}) + "\n")
   with open(os.path.join(p.workdir, "sweep_point.json"), "w") as f:
@@ -169,12 +170,13 @@ def test_tables_and_plots_from_synthetic_points(tmp_path):
   assert "| deltanet | 0.001 | 0.500 / 0.510 / 0.490 | 0.500 ± 0.010 |" in text
   assert "| deltanet-neg − deltanet | parity, 1 layer | +0.500 (yes) | +0.500 (yes) | +0.480 (yes) | +0.470 (yes) |" \
       in text
-  assert "| parity, 1 layer | deltanet-neg | 0.003 | 1.000 → 1.000 | 1.000 → 1.000 | 0.990 → 1.000 | 0.980 → 1.000 |" \
-      in text
+  assert (f"| parity, 1 layer | deltanet-neg | 0.003 | 1.000 → 1.000 | 1.000 → 1.000 | 0.990 → 1.000 | 0.980 → 1.000 "
+          f"| {4 * study.STEPS:,} |") in text
   csv_lines = (tmp_path / "study.csv").read_text().splitlines()
   assert csv_lines[0] == "arm,task,layers,lr,seed,steps,accuracy_T40,accuracy_T80,accuracy_T160,accuracy_T320"
-  assert len(csv_lines) == 1 + 4 + 6 + 1 and "deltanet-neg,parity,1,0.003,2,1000,1.0,1.0,0.97,0.96" in csv_lines
-  assert "deltanet-neg,parity,1,0.003,0,4000,1.0,1.0,1.0,1.0" in csv_lines
+  assert len(csv_lines) == 1 + 4 + 6 + 1
+  assert f"deltanet-neg,parity,1,0.003,2,{study.STEPS},1.0,1.0,0.97,0.96" in csv_lines
+  assert f"deltanet-neg,parity,1,0.003,0,{4 * study.STEPS},1.0,1.0,1.0,1.0" in csv_lines
   rows = tables.study_rows(STUDY, str(tmp_path), arg + ",stage=main")
   specs = study.get_plots(arg)
   assert [s["file"] for s in specs] == ["accuracy_parity_1layer.png"]
