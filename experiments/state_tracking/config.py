@@ -8,10 +8,10 @@ linear_seq/studies/protocol.py), 3 seeds. The budget and its measurement: experi
 
   python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=pilot \
       --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2
-  python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=main,seeds=0 \
-      --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2   # then seeds=1, 2
   python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=long \
       --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=main,seeds=0 \
+      --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2   # then seeds=1, 2
   python -m linear_seq.studies.tables --table=experiments/state_tracking/config.py \
       --workdir=runs/state_tracking --out=experiments/state_tracking/study.md
 Stages (each starts from the pilot's points, finished ones are skipped):
