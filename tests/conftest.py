@@ -54,6 +54,7 @@ SLOW = (
     "tests/studies/test_speed.py::test_tiny_run_of_the_mixers_with_their_own_short_conv",
     "tests/experiments/test_configs.py::test_lm_study_tiny_sweep_end_to_end",
     "tests/experiments/test_example_study.py::test_the_example_runs_in_tiny_mode",  # a 2-point sweep CLI run
+    "tests/experiments/test_state_tracking_study.py::test_the_study_runs_in_tiny_mode",  # a 2-point sweep CLI run
     # the full sweeps with the most points (each point's model is built): the tiny sweeps stay fast
     "tests/experiments/test_configs.py::test_full_sweep_points_are_valid[hybrids:task=mqar]",
     "tests/experiments/test_configs.py::test_full_sweep_points_are_valid[hybrids:task=lm]",

@@ -3,7 +3,8 @@
 Per point it reads SUB/eval.json (linear_seq.evaluate), SUB/config.json and SUB/metrics.jsonl (the trainer),
 the outputs of the study's extra commands and SUB/sweep_point.json (the sweep runner: status, wall time).
 An extra command's evaluation at another length (evaluate's eval_validation_T512.json) gives columns with the
-length appended (bits_per_byte@T512), next to eval.json's.
+length appended (bits_per_byte@T512), next to eval.json's; so does the trainer's final evaluation at its
+eval.lengths (metrics.jsonl's eval_accuracy_T80 -> accuracy@T80; `by_length` turns those into one row per length).
 A row holds the point's overrides and scalar results; '_overrides', '_config' (flattened), '_metrics' and
 '_workdir' ride along for the report and the plots, and '_arm' (the study's arm label) for a point that carries
 one (linear_seq.studies.protocol.Point).
@@ -60,6 +61,8 @@ def collect_point(workdir: str, overrides: dict[str, Any], name: str, status: st
   for k, v in ev.items():
     if isinstance(v, (int, float, str, bool)) or v is None:  # lists (e.g. loss per position) stay in their file
       row.setdefault(k, v)
+  for k, v in at_lengths(metrics, ev.get("step")).items():  # the trainer's final evaluation at eval.lengths
+    row.setdefault(k, v)
   train = [m for m in metrics if "train_loss" in m]
   if train:
     row["final_train_loss"] = train[-1]["train_loss"]
@@ -79,6 +82,41 @@ def collect_point(workdir: str, overrides: dict[str, Any], name: str, status: st
   row["_metrics"] = metrics
   row["_workdir"] = workdir
   return row
+
+
+# The trainer's evaluation keys at each of eval.lengths (train.py: eval_accuracy_T80) -> evaluate's key.
+_AT_LENGTH = re.compile(r"(eval_accuracy|bits_per_byte|eval_loss|eval_tokens)_T(\d+)")
+_AT_LENGTH_NAMES = {"eval_accuracy": "accuracy"}
+
+
+def at_lengths(metrics: Sequence[dict[str, Any]], step: Any) -> dict[str, Any]:
+  """The training run's final evaluation at its eval.lengths (the metrics.jsonl line at `step`, eval.json's):
+  eval_accuracy_T80 -> accuracy@T80, eval_loss_T80 -> eval_loss@T80, bits_per_byte_T80 -> bits_per_byte@T80,
+  the columns an extra command's evaluation at that length (eval_validation_T80.json) gives. {} without a step."""
+  if step is None:
+    return {}
+  out = {}
+  for m in metrics:
+    if m.get("step") != step:
+      continue
+    for k, v in m.items():
+      match = _AT_LENGTH.fullmatch(k)
+      if match:
+        out[f"{_AT_LENGTH_NAMES.get(match.group(1), match.group(1))}@T{match.group(2)}"] = v
+  return out
+
+
+def by_length(rows: Sequence[dict[str, Any]], metric: str, lengths: Sequence[int]) -> list[dict[str, Any]]:
+  """One row per (row, length) for plotting a metric against the evaluation length: a copy of each row with
+  'length' and `metric` its value there (`metric` itself at the row's eval_seq_len, the training length, else
+  the column metric@T<length>); a length the row has no value at is left out."""
+  out = []
+  for r in rows:
+    for length in lengths:
+      v = r.get(metric) if length == r.get("eval_seq_len") else r.get(f"{metric}@T{length}")
+      if isinstance(v, (int, float)):
+        out.append({**r, "length": length, metric: v})
+  return out
 
 
 def other_eval_suffix(filename: str) -> str:

@@ -1,0 +1,271 @@
+"""Study 7: state tracking — which mixer can count, and does it hold at 8x the training length? (issue 44)
+
+Every arm on parity, mod_count (m = 3, 5), mod_arith (m = 5) and the S3 / S5 permutation word problems
+(configs/state_tracking.py, linear_seq/data/state_tracking.py): trained on lengths 3..40, evaluated at the
+training lengths and on sequences of exactly 80, 160 and 320 tokens (2x, 4x, 8x). One layer for parity and the
+modular tasks, one and two for the permutations. Each arm at its own learning rate (the protocol's pilot,
+linear_seq/studies/protocol.py), 3 seeds. The budget and its measurement: experiments/state_tracking/README.md.
+
+  python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=pilot \
+      --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=long \
+      --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=main,seeds=0 \
+      --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2   # then seeds=1, 2
+  python -m linear_seq.studies.tables --table=experiments/state_tracking/config.py \
+      --workdir=runs/state_tracking --out=experiments/state_tracking/study.md
+Stages (each starts from the pilot's points, finished ones are skipped):
+  pilot: seed 0 of every arm on PILOT_CELL (S3, one layer) at 1e-3 and 3e-3 (RULE; 1e-2 as well when 3e-3 wins
+         and is below 0.99 there): the arm's learning rate for every task.
+  main:  every arm x task cell x seed at the arm's rate, seed-major (seed 0 everywhere before seed 1).
+  long:  the check that STEPS passes the learning transition: seed 0 of LONG_ARMS[cell] (an arm the papers say
+         can learn the cell) at the arm's rate for LONG_FACTOR x STEPS (its cosine schedule stretched to match).
+Options: stage=pilot|main|long, seeds=0 or seeds=1+2 (a subset of 0, 1, 2), arms=gla+gla-neg (a subset),
+tasks=S3+S5 (a subset of TASKS; every layer count of each), tiny=True (one arm, parity, one rate, two seeds:
+a smoke test of 2 points).
+"""
+import os
+
+from linear_seq import config_lib
+from linear_seq import eval_lib
+from linear_seq.data import state_tracking
+from linear_seq.studies import collect
+from linear_seq.studies import common
+from linear_seq.studies import protocol
+from linear_seq.studies import tables
+
+STUDY = "state_tracking"
+HERE = os.path.dirname(os.path.abspath(__file__))
+TASK = os.path.join(HERE, "..", "..", "configs", "state_tracking.py")
+ARCHIVE = os.path.join(HERE, "points")
+OPTIONS = ("tiny", "stage", "seeds", "arms", "tasks")
+STAGES = ("pilot", "main", "long")
+
+NEG = {"model.negative_eigenvalues": True}   # deltanet/deltaproduct: beta in [0, 2]; gla/mamba2: alpha in [-1, 1]
+ARMS = {
+    "softmax": {"model.mixer": "softmax", "model.pos_encoding": "rope"},
+    **protocol.arms("linear", "retention", "gla"),
+    "gla-neg": {**protocol.MIXER_ARMS["gla"], **NEG},
+    **protocol.arms("mamba2"),
+    "mamba2-neg": {**protocol.MIXER_ARMS["mamba2"], **NEG},
+    **protocol.arms("deltanet"),                                       # beta in [0, 1]
+    "deltanet-neg": {**protocol.MIXER_ARMS["deltanet"], **NEG},        # beta in [0, 2]
+    **protocol.arms("deltanet-scalar"),                                # Gated DeltaNet
+    "deltanet-scalar-neg": {**protocol.MIXER_ARMS["deltanet-scalar"], **NEG},
+    "deltaproduct2-neg": {"model.mixer": "deltaproduct", "model.householder_steps": 2, **NEG},
+    "deltaproduct4-neg": {"model.mixer": "deltaproduct", "model.householder_steps": 4, **NEG},
+}
+# task -> its data overrides (the vocabulary is the task's own: state_tracking.vocab_needed) and layer counts
+TASKS = {
+    "parity": ({"data.dataset": "parity"}, (1,)),
+    "mod_count3": ({"data.dataset": "mod_count", "data.modulus": 3}, (1,)),
+    "mod_count5": ({"data.dataset": "mod_count", "data.modulus": 5}, (1,)),
+    "mod_arith": ({"data.dataset": "mod_arith", "data.modulus": 5}, (1,)),
+    "S3": ({"data.dataset": "permutation", "data.group": "S3"}, (1, 2)),
+    "S5": ({"data.dataset": "permutation", "data.group": "S5"}, (1, 2)),
+}
+CELLS = tuple((t, n) for t, (_, layers) in TASKS.items() for n in layers)
+SEEDS = (0, 1, 2)
+# The model and budget (README: measured per-step times and the core-hours they add up to).
+WIDTH = 32
+STEPS = 1500
+WARMUP = 100
+EVAL_EVERY = 250          # interim evaluations on INTERIM_BATCHES batches of 100 at each length; the last on all 500
+INTERIM_BATCHES = 1
+PILOT_CELL = ("S3", 1)
+THRESHOLD = 0.99          # a cell counts as solved by a seed at this accuracy
+RULE = protocol.LrRule((1e-3, 3e-3), metric="accuracy", direction="max", edge="up",
+                       condition=lambda row: float(row.get("accuracy") or 0.0) < THRESHOLD,
+                       condition_text=f"below {THRESHOLD}")
+# The long check: per cell, an arm that the published results say can learn it, for LONG_FACTOR x STEPS.
+LONG_FACTOR = 4
+LONG_ARMS = {("parity", 1): "deltanet-neg", ("mod_count3", 1): "deltanet-neg", ("mod_count5", 1): "deltanet-neg",
+             ("mod_arith", 1): "deltaproduct2-neg", ("S3", 1): "deltaproduct2-neg", ("S3", 2): "deltanet-neg",
+             ("S5", 1): "deltaproduct4-neg", ("S5", 2): "deltaproduct4-neg"}
+# Pairs the published directions compare (the first predicted better): negative eigenvalues, Householder steps.
+PAIRS = (("gla-neg", "gla"), ("mamba2-neg", "mamba2"), ("deltanet-neg", "deltanet"),
+         ("deltanet-scalar-neg", "deltanet-scalar"), ("deltaproduct2-neg", "deltanet-neg"),
+         ("deltaproduct4-neg", "deltaproduct2-neg"))
+TINY_ARMS, TINY_CELLS = ("deltanet-neg",), (("parity", 1),)
+TINY_RULE = protocol.LrRule((1e-3,), metric="accuracy", direction="max")
+
+
+def _opts(arg: str) -> dict:
+  opts = config_lib.parse_options(arg, OPTIONS)
+  tiny = bool(opts.get("tiny"))
+  stage = protocol.choice(opts, "stage", STAGES, "main")
+  arms = TINY_ARMS if tiny else tuple(config_lib.parse_subset(opts, "arms", list(ARMS), list(ARMS), "arm"))
+  tasks = config_lib.parse_subset(opts, "tasks", list(TASKS), list(TASKS), "task")
+  cells = TINY_CELLS if tiny else tuple(c for c in CELLS if c[0] in tasks)
+  seeds = protocol.seeds(opts.get("seeds", 2 if tiny else "+".join(map(str, SEEDS))),
+                         within=None if tiny else SEEDS, where="the study")
+  pilot_cell = TINY_CELLS[0] if tiny else PILOT_CELL
+  tuning = protocol.Tuning(TINY_RULE if tiny else RULE, lambda arm, _, lr: point(arm, pilot_cell, lr, 0, tiny))
+  return {"tiny": tiny, "stage": stage, "arms": arms, "cells": cells, "seeds": seeds, "tuning": tuning}
+
+
+def cell_overrides(cell: tuple[str, int], tiny: bool = False) -> dict:
+  """A task cell's overrides: its data fields, its vocabulary (tiny: the tiny config's 8, which holds parity's)
+  and its number of layers."""
+  task, layers = cell
+  data = dict(TASKS[task][0])
+  vocab = state_tracking.vocab_needed(data["data.dataset"], modulus=data.get("data.modulus", 2),
+                                      group=data.get("data.group", "S3"))
+  return {**data, **({} if tiny else {"data.vocab_size": vocab}), "model.num_layers": layers}
+
+
+def point(arm: str, cell: tuple[str, int], lr: float, seed: int, tiny: bool = False, **extra) -> protocol.Point:
+  """{**arm, **cell, lr, seed, **extra} (protocol.point), carrying the arm."""
+  return protocol.point(ARMS, arm, cell_overrides(cell, tiny), lr, seed, extra)
+
+
+def long_extra() -> dict:
+  """The long check's overrides: LONG_FACTOR x the steps (evaluated every EVAL_EVERY steps, as the grid)."""
+  return {"train.num_steps": LONG_FACTOR * STEPS}
+
+
+def get_config(arg: str = ""):
+  """configs/state_tracking.py (task parity: the points set their task) at the study's width and budget."""
+  if _opts(arg)["tiny"]:
+    return config_lib.load_config(f"{TASK}:tiny=True")
+  return config_lib.apply_overrides(config_lib.load_config(TASK), {
+      "model.d_model": WIDTH, "train.num_steps": STEPS, "train.warmup_steps": WARMUP,
+      "train.eval_every": EVAL_EVERY, "train.checkpoint_every": STEPS // 2,
+      "eval.interim_max_batches": INTERIM_BATCHES})
+
+
+def get_sweep(arg: str = ""):
+  """The pilot: seed 0 of every arm on PILOT_CELL at every rate of the grid (every stage starts from it)."""
+  opts = _opts(arg)
+  return [opts["tuning"].pilot(a, None, lr) for a in opts["arms"] for lr in opts["tuning"].rule.grid]
+
+
+def get_followup_sweep(rows, arg: str = ""):
+  """The steps past the grid's edge still needed; main: then every cell at each arm's rate, seed-major; long:
+  then LONG_ARMS' seed-0 points for LONG_FACTOR x STEPS."""
+  opts = _opts(arg)
+  lrs, todo = opts["tuning"].plan(rows, [(a, None) for a in opts["arms"]])
+  lr = lambda arm: lrs[arm, None]
+  if opts["stage"] == "main":
+    todo += protocol.seed_major(opts["seeds"], [(a, c) for c in opts["cells"] for a in opts["arms"]],
+                                lambda s, ac: None if lr(ac[0]) is None else point(*ac, lr(ac[0]), s, opts["tiny"]))
+  elif opts["stage"] == "long":
+    todo += [point(a, c, lr(a), 0, opts["tiny"], **long_extra()) for c in opts["cells"]
+             if (a := LONG_ARMS[c]) in opts["arms"] and lr(a) is not None]
+  return todo
+
+
+def label(cell: tuple[str, int]) -> str:
+  return f"{cell[0]}, {cell[1]} layer" + ("s" if cell[1] > 1 else "")
+
+
+def lengths(arg: str = "") -> tuple[int, ...]:
+  """The training length (the eval at it draws lengths up to it) and the longer evaluation lengths."""
+  base = get_config(arg)
+  return (int(base.data.seq_len),) + eval_lib.eval_lengths(base)
+
+
+def cell_rows(rows, opts: dict, cell: tuple[str, int], **extra) -> dict[str, list[dict]]:
+  """{arm: its finished rows of `cell` at the arm's rate, by seed} (extra: the long check's overrides)."""
+  index, out = protocol.index(tables.ok(rows, "accuracy")), {}
+  for arm in opts["arms"]:
+    lr = opts["tuning"].lr(rows, arm)
+    found = [] if lr is None else [index.get(protocol.key(point(arm, cell, lr, s, opts["tiny"], **extra)))
+                                   for s in opts["seeds"]]
+    out[arm] = [r for r in found if r is not None]
+  return out
+
+
+def get_plots(arg: str = ""):
+  """Per cell: accuracy per arm at each evaluation length (seeds as dots, the mean a tick)."""
+  opts, lens = _opts(arg), lengths(arg)
+  length_of = lambda r: f"T≤{r['length']} (training)" if r["length"] == lens[0] else f"T={r['length']}"
+
+  def select(cell):
+    return lambda rows: collect.by_length([r for rs in cell_rows(rows, opts, cell).values() for r in rs],
+                                          "accuracy", lens)
+  return [{"kind": "xy", "x": protocol.arm_of, "y": "accuracy", "group": length_of, "select": select(c),
+           "groups": [length_of({"length": n}) for n in lens], "xlabel": "arm",
+           "file": f"accuracy_{c[0]}_{c[1]}layer.png",
+           "title": f"{label(c)}: accuracy at the training lengths and longer, each arm at its rate"}
+          for c in opts["cells"]]
+
+
+def at(row: dict, length: int, train_len: int) -> float | None:
+  """The row's accuracy at an evaluation length (eval.json's at the training lengths, else accuracy@T<L>)."""
+  value = row.get("accuracy") if length == train_len else row.get(f"accuracy@T{length}")
+  return float(value) if tables.is_number(value) else None
+
+
+def gap(a: list[float], b: list[float]) -> str:
+  """'+0.450 (yes)': mean(a) − mean(b) and whether their seeds separate (tables.verdict); '…' without both."""
+  if not a or not b:
+    return tables.MISSING
+  return f"{common.mean_std(a)[0] - common.mean_std(b)[0]:+.3f} ({tables.verdict(a, b)})"
+
+
+def cell_of(row: dict, tiny: bool = False) -> tuple[str, int] | None:
+  """The task cell whose overrides the row's point has."""
+  return next((c for c in (TINY_CELLS if tiny else CELLS)
+               if all(row["_overrides"].get(k) == v for k, v in cell_overrides(c, tiny).items())), None)
+
+
+def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> str:
+  """The study's tables (tables.py): the pilot; per cell, each arm's accuracy at every length (per seed, mean ±
+  std, the seeds reaching THRESHOLD); the published directions' pairs (difference of the means at each length,
+  and whether the seeds separate); the long check. Writes study.md and study.csv at `out`."""
+  del archive_dir   # the tables CLI restores ARCHIVE into workdir first
+  opts, lens = _opts(arg), lengths(arg)
+  kept = ",".join(f"{k}={v}" for k, v in config_lib.parse_options(arg, OPTIONS).items() if k != "stage")
+  followups = [arg] if opts["tiny"] else [",".join(filter(None, (kept, f"stage={s}"))) for s in ("main", "long")]
+  rows = tables.study_rows(os.path.abspath(__file__), workdir, arg, followup_args=followups)
+  name = lambda n: f"T≤{n}" if n == lens[0] else f"T={n}"
+  values = lambda rs, n: [v for r in rs if (v := at(r, n, lens[0])) is not None]
+  seeds = len(opts["seeds"])
+  text = f"### Learning-rate pilot (seed 0, {label(TINY_CELLS[0] if opts['tiny'] else PILOT_CELL)})\n\n"
+  text += tables.pilot_table(opts["tuning"], rows, [(a, None) for a in opts["arms"]],
+                             lambda r: tables.fmt(r["accuracy"]))
+  by_cell = {c: cell_rows(rows, opts, c) for c in opts["cells"]}
+  for cell, per_arm in by_cell.items():
+    body = []
+    for arm, rs in per_arm.items():
+      lr = opts["tuning"].lr(rows, arm)
+      first, last = values(rs, lens[0]), values(rs, lens[-1])
+      body.append([arm, "…" if lr is None else f"{lr:g}", tables.per_seed(first, seeds), tables.mean_std(first),
+                   *(tables.mean_std(values(rs, n)) for n in lens[1:-1]), tables.per_seed(last, seeds),
+                   tables.mean_std(last), f"{sum(v >= THRESHOLD for v in first)}/{len(first)} · "
+                   f"{sum(v >= THRESHOLD for v in last)}/{len(last)}"])
+    text += f"\n### {label(cell)}: accuracy at each evaluation length\n\n" + tables.markdown(
+        ["arm", "lr", f"{name(lens[0])} per seed", "mean ± std", *(name(n) for n in lens[1:-1]),
+         f"{name(lens[-1])} per seed", "mean ± std", f"seeds ≥ {THRESHOLD} ({name(lens[0])} · {name(lens[-1])})"],
+        body)
+  pairs = [(a, b) for a, b in PAIRS if a in opts["arms"] and b in opts["arms"]]
+  if pairs:
+    body = []
+    for (a, b), cell in [(p, c) for p in pairs for c in opts["cells"]]:
+      body.append([f"{a} − {b}", label(cell),
+                   *(gap(values(by_cell[cell][a], n), values(by_cell[cell][b], n)) for n in lens)])
+    text += ("\n### The published directions: difference of the means (first − second) and whether the seeds "
+             "separate\n\n" + tables.markdown(["pair", "task", *(name(n) for n in lens)], body))
+  body = []
+  for cell in opts["cells"]:
+    arm = LONG_ARMS.get(cell)
+    if arm not in opts["arms"] or (lr := opts["tuning"].lr(rows, arm)) is None:
+      continue
+    short = [r for r in by_cell[cell][arm] if r["_overrides"]["seed"] == 0]
+    long_ = cell_rows(rows, {**opts, "arms": (arm,), "seeds": (0,)}, cell, **long_extra())[arm]
+    one = lambda rs, n: tables.fmt(values(rs, n)[0] if values(rs, n) else None)
+    reached = long_ and tables.first_step(long_[0], THRESHOLD)
+    body.append([label(cell), arm, f"{lr:g}", *(f"{one(short, n)} → {one(long_, n)}" for n in lens),
+                 tables.MISSING if not long_ else (f"{reached:,}" if reached else "never")])
+  if body:
+    text += (f"\n### Long check: seed 0 at {STEPS:,} → {LONG_FACTOR * STEPS:,} steps\n\n" + tables.markdown(
+        ["task", "arm", "lr", *(name(n) for n in lens),
+         f"first step ≥ {THRESHOLD} at {name(lens[0])} (long run, every {EVAL_EVERY} steps on 100 sequences)"], body))
+  if out:
+    tables.write_csv(tables.csv_beside(out), ["arm", "task", "layers", "lr", "seed", "steps",
+                                              *(f"accuracy_T{n}" for n in lens)], [
+        [protocol.arm_of(r, ARMS), *(cell_of(r, opts["tiny"]) or (None, None)),
+         r["_overrides"].get("train.learning_rate"), r["_overrides"].get("seed"), r.get("step"),
+         *(at(r, n, lens[0]) for n in lens)] for r in tables.ok(rows, "accuracy")])
+  return common.emit_markdown(text, out)
