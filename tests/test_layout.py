@@ -29,9 +29,10 @@ LAZY_IMPORTS = {
                                           "linear_seq.config_lib", "linear_seq.sharding", "linear_seq.sharding",
                                           "linear_seq.steps", "linear_seq.steps", "ml_collections"],
     # check_mixer accepts a ModelConfig, and model imports the mixers package that exports check_mixer
-    "linear_seq/mixers/contract.py": ["linear_seq", "linear_seq.mixers", "linear_seq.model"],  # only a checkpoint folder with a tokenizer.json needs it
+    "linear_seq/mixers/contract.py": ["linear_seq", "linear_seq.mixers", "linear_seq.model"],
     "linear_seq/data/hf_disk.py": ["datasets", "pyarrow.parquet"],  # the optional `hf` extra
     "linear_seq/metrics.py": ["tensorboardX", "tqdm"],  # slow imports, only where metrics are written
+    "linear_seq/studies/tables.py": ["scipy", "scipy.stats"],  # ~1 s, only Welch's test needs it
 }
 
 
