@@ -47,7 +47,7 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   study = table
   wd = str(tmp_path / "runs")
   pt = study.point
-  w = study._widths("", ["softmax", "s4", "gla"])  # pylint: disable=protected-access
+  w = dict(study.SWEEP.keys({"arms": ["softmax", "s4", "gla"]}))
   # softmax: 3e-3 wins the pilot (bracketed); seeds 1 and 2 have run at it.
   for lr, bits in [(1e-3, 2.5), (3e-3, 2.40), (1e-2, 2.45)]:
     _write_point(wd, pt("softmax", w["softmax"], lr, 0), bits, long=(3.0, 4.0, 5.0), state=65_536)
