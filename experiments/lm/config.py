@@ -236,8 +236,7 @@ def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
       "\n### Length change by learning rate (seed 0, the pilot: bits/byte at the longest evaluation length "
       "minus at T=128)\n\n" + length_by_rate_table(rows), out)
   ts = sorted({int(r["eval_seq_len"]) for _, _, _, cell in cs for r in by_length(cell)} - {128})
-  get = lambda key: lambda r: r.get(key)
-  over = lambda key: lambda r: r["_overrides"].get(key)
+  get, over = tables.field, tables.override
   tables.rows_csv(out, [
       ("arm", label), ("width", over("model.d_model")), ("lr", over("train.learning_rate")), ("seed", over("seed")),
       *((k, get(k)) for k in ("num_params", "state_size", "bits_per_byte", *(f"bits_per_byte@T{t}" for t in ts),

@@ -193,26 +193,24 @@ def pilot_table(rows) -> str:
   return tables.pilot_table(TUNING, rows, [(arm, None) for arm in ARMS], _cell)
 
 
-def grid(rows, hard: bool):
-  """[(arm, width, lr, state_size, finished rows sorted by seed, seeds planned)] at each arm's chosen lr (the
-  grid's own points: seedcheck's longer runs stay out)."""
-  out = []
-  for arm, w in [(a, w) for a in ARMS for w in (HARD_WIDTHS if hard else WIDTHS)]:
-    lr = best_lr(rows, arm)[0]
-    if lr is not None:
-      cell = tables.cell_rows(rows, "accuracy", lambda s: point(arm, w, lr, s, **grid_extra(hard)))
-      size = next((r.get("state_size") for r in cell if r.get("state_size") is not None), None)
-      out.append((arm, w, lr, size, cell, len(HARD_SEEDS if hard else SEEDS)))
-  return out
+def grid(rows, hard: bool) -> list[tables.Cell]:
+  """A Cell per arm and width of the main (hard: hard) grid, at the arm's pilot rate when it is decided: the
+  grid's own points (seedcheck's longer runs stay out)."""
+  keys = [(a, w) for a in ARMS for w in (HARD_WIDTHS if hard else WIDTHS)]
+  return tables.cells(TUNING, rows, keys, "accuracy", lambda a, w, lr, s: point(a, w, lr, s, **grid_extra(hard)),
+                      rate_key=lambda w: None)
 
 
-def grid_table(cells) -> str:
-  accs = lambda c: tables.values(c[4], "accuracy")
-  steps = lambda c: " / ".join("—" if t is None else str(t) for t in (tables.first_step(r, THRESHOLD) for r in c[4]))
+def grid_table(cells, seeds: int = len(SEEDS)) -> str:
+  """The grid's cells: state size, each of `seeds` seeds' accuracy, mean ± std, seeds reaching THRESHOLD and the
+  first step each reached it."""
+  size = lambda c: next((f"{int(r['state_size']):,}" for r in c.rows if r.get("state_size") is not None),
+                        tables.MISSING)
+  first = lambda r: tables.first_step(r, THRESHOLD)
+  steps = lambda c: " / ".join("—" if t is None else str(t) for t in map(first, c.rows))
   return tables.columns(cells, [
-      ("arm", lambda c: c[0]), ("width", lambda c: c[1]), ("lr", lambda c: f"{c[2]:g}"),
-      ("state (floats)", lambda c: tables.MISSING if c[3] is None else f"{int(c[3]):,}"),
-      *tables.seed_columns(accs, lambda c: c[5], "accuracy", THRESHOLD, one=" (1 seed)"),
+      ("arm", lambda c: c.arm), ("width", lambda c: c.key), ("lr", lambda c: f"{c.lr:g}"), ("state (floats)", size),
+      *tables.seed_columns(lambda c: tables.values(c.rows, "accuracy"), seeds, "accuracy", THRESHOLD, one=" (1 seed)"),
       (f"first step ≥ {THRESHOLD}", steps)])
 
 
@@ -246,18 +244,18 @@ def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
   text = common.emit_markdown(
       "### Pilot (width 64, (64, 4), seed 0" + rising + pilot_table(rows) +
       "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +
-      f"\n### Hard point (T=128, 8 kv pairs, {HARD_STEPS:,} steps)\n\n" + grid_table(grid(rows, hard=True)) +
+      f"\n### Hard point (T=128, 8 kv pairs, {HARD_STEPS:,} steps)\n\n" +
+      grid_table(grid(rows, hard=True), len(HARD_SEEDS)) +
       f"\n### Learning-rate check at width {CHECK_WIDTH} (seed 0; arms below 0.5 there and ≥ 0.9 at width 64"
       + rising + lrcheck_table(rows) + "\n### Seed check (a cell with one seed ≥ 0.9 and another below 0.5: the "
       f"failing seed at each rate, and at the chosen rate for {SEEDCHECK_STEPS:,} steps" + rising +
       seedcheck_table(rows) + "\n### Seed check, hard point (T=128, 8 kv pairs: the same check on the hard grid, "
       f"its rates at {HARD_STEPS:,} steps" + rising + seedcheck_table(rows, hard=True), out)
-  config = lambda key: lambda r: r["_config"].get(key)
-  over = lambda key: lambda r: r["_overrides"].get(key)
+  config, over = tables.config_value, tables.override
   tables.rows_csv(out, [
       ("arm", arm_of), ("seq_len", config("data.seq_len")), ("num_kv_pairs", config("data.num_kv_pairs")),
       ("width", over("model.d_model")), ("lr", over("train.learning_rate")), ("seed", over("seed")),
-      ("steps", config("train.num_steps")), ("state_size", lambda r: r.get("state_size")),
-      ("accuracy", lambda r: r.get("accuracy")), (f"first_step_{THRESHOLD}", lambda r: tables.first_step(r, THRESHOLD)),
-      ("wall_time_s", lambda r: r.get("wall_time"))], [r for r in rows if r.get("status") == "ok"])
+      ("steps", config("train.num_steps")), ("state_size", tables.field("state_size")),
+      ("accuracy", tables.field("accuracy")), (f"first_step_{THRESHOLD}", lambda r: tables.first_step(r, THRESHOLD)),
+      ("wall_time_s", tables.field("wall_time"))], [r for r in rows if r.get("status") == "ok"])
   return text
