@@ -8,6 +8,7 @@ Options: task=mqar|lm, tiny=True, seeds=N or seeds=0+2 (default 2), arms=gla-sof
 edge=False, widths=32+64 (reference widths), steps=N.
 """
 import functools
+import itertools
 import os
 
 from linear_seq import config_lib
@@ -19,7 +20,6 @@ from linear_seq.studies import tables
 
 STUDY = "hybrids"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_CONFIGS = os.path.join(_HERE, "..", "..", "configs")
 _LM_STUDY = os.path.join(_HERE, "..", "lm", "config.py")
 # write()'s sweep directories (under its workdir) and the points folders restored into them.
 WORKDIRS = {"mqar": "hybrids_mqar", "lm": "hybrids_lm", "check": "hybrids_mqar_check", "lm_study": "lm"}
@@ -74,13 +74,11 @@ def get_config(arg: str = ""):
   """The task's preset: configs/shakespeare.py's LM budget, or configs/mqar.py's hard point evaluated as the MQAR
   study does (every 250 steps, 1,000 sequences in 4 batches); tiny: their smoke tests."""
   opts = _opts(arg)
-  tiny = ":tiny=True" if opts.get("tiny") else ""
+  tiny = bool(opts.get("tiny"))
   if opts["task"] == "lm":
-    return config_lib.load_config(os.path.join(_CONFIGS, "shakespeare.py") + tiny)
-  if tiny:
-    return config_lib.load_config(os.path.join(_CONFIGS, "mqar.py") + tiny)
-  return config_lib.apply_overrides(config_lib.load_config(os.path.join(_CONFIGS, "mqar.py:point=hard")),
-                                    {"eval.batch_size": 250, "train.eval_every": 250})
+    return protocol.task("shakespeare.py", tiny=tiny)
+  return protocol.task("mqar.py" if tiny else "mqar.py:point=hard", {"eval.batch_size": 250, "train.eval_every": 250},
+                       tiny)
 
 
 def num_layers(arm: str) -> int:
@@ -100,16 +98,12 @@ def _arm(label: str) -> dict:
 def widths(arg: str = "") -> dict[tuple[str, int], int]:
   """{(arm, reference width): the arm's width}: its parameter count nearest the pure softmax model's of the same
   depth at the reference width (cached: the plots ask per row)."""
-  opts = _opts(arg)
-  base = get_config(arg)
-  task = opts["task"]
-  out = {}
-  for ref in opts["widths"]:
-    for depth in sorted({num_layers(a) for a in opts["arms"]}):
-      names = [a for a in opts["arms"] if num_layers(a) == depth]
-      reference = ({"model.layer_mixers": ",".join(["softmax"] * depth), "model.num_layers": depth}, ref)
-      out.update({(a, ref): w for a, w in zip(names, params.matched_widths(base, [_arm(a) for a in names],
-                                                                           WIDTHS[task], reference))})
+  opts, out = _opts(arg), {}
+  for ref, depth in itertools.product(opts["widths"], sorted({num_layers(a) for a in opts["arms"]})):
+    names = [a for a in opts["arms"] if num_layers(a) == depth]
+    pure = ({"model.layer_mixers": ",".join(["softmax"] * depth), "model.num_layers": depth}, ref)
+    matched = params.matched_widths(get_config(arg), [_arm(a) for a in names], WIDTHS[opts["task"]], pure)
+    out.update(zip([(a, ref) for a in names], matched))
   return out
 
 

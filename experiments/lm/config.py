@@ -18,7 +18,6 @@ from linear_seq.studies import tables
 
 STUDY = "lm"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_TASK = os.path.join(_HERE, "..", "..", "configs", "shakespeare.py")
 ARCHIVE = os.path.join(_HERE, "points")
 OPTIONS = ("tiny", "stage", "seeds", "arms", "lengths")
 STAGES = ("pilot", "main")
@@ -55,7 +54,7 @@ LATE = (65, 128)
 
 def get_config(arg: str = ""):
   """The task: configs/shakespeare.py's LM budget (tiny: its smoke test)."""
-  return config_lib.load_config(f"{_TASK}:tiny=True" if config_lib.parse_options(arg, OPTIONS).get("tiny") else _TASK)
+  return protocol.task("shakespeare.py", tiny=bool(config_lib.parse_options(arg, OPTIONS).get("tiny")))
 
 
 def label(row: dict) -> str:

@@ -46,10 +46,8 @@ THRESHOLD = 0.9
 
 def get_config(arg: str = ""):
   """configs/mqar.py (setup zoology), evaluated every 250 steps in 4 batches of 250 (tiny: its tiny setup)."""
-  if config_lib.parse_options(arg, OPTIONS).get("tiny"):
-    return config_lib.load_config(f"{_MQAR}:tiny=True")
-  return config_lib.apply_overrides(config_lib.load_config(_MQAR),
-                                    {"eval.batch_size": 250, "train.eval_every": 250})
+  tiny = bool(config_lib.parse_options(arg, OPTIONS).get("tiny"))
+  return protocol.task("mqar.py", {"eval.batch_size": 250, "train.eval_every": 250}, tiny)
 
 
 def arm_of(row: dict) -> str:
