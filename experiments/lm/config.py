@@ -169,40 +169,36 @@ def pilot_table(rows) -> str:
                             lambda arm, w: (arm, tables.MISSING if w is None else w), ("arm", "width"))
 
 
-def cells(rows):
-  """[(arm, width, lr, finished rows at the chosen rate sorted by seed)] for the arms whose rate is decided,
-  sorted by mean bits/byte."""
-  out = []
-  for arm, w in [(a, _width(rows, a)) for a in DEFAULT_ARMS]:
-    lr = None if w is None else best_lr(rows, arm, w)[0]
-    if lr is not None:
-      out.append((arm, w, lr, tables.cell_rows(rows, "bits_per_byte", lambda s: point(arm, w, lr, s))))
-  mean = lambda cell: sum(tables.values(cell, "bits_per_byte")) / len(cell) if cell else 1e9
-  return sorted(out, key=lambda c: mean(c[3]))
+def cells(rows) -> list[tables.Cell]:
+  """A Cell (width, chosen rate, finished rows at it sorted by seed) per arm whose rate is decided, sorted by mean
+  bits/byte."""
+  keys = [(a, w) for a in DEFAULT_ARMS if (w := _width(rows, a)) is not None]
+  mean = lambda c: sum(tables.values(c.rows, "bits_per_byte")) / len(c.rows) if c.rows else 1e9
+  return sorted(tables.cells(TUNING, rows, keys, "bits_per_byte", point), key=mean)
 
 
 def main_table(cs, seeds: int = SEEDS) -> str:
-  first = lambda c, key: f"{int(c[3][0][key]):,}" if c[3] and key in c[3][0] else tables.MISSING
-  kv = lambda c: f" (KV cache, T={c[3][0]['_config'].get('data.seq_len')})" if c[0] == "softmax" and c[3] else ""
-  means = lambda c, key, digits: tables.mean_std(tables.values(c[3], key), digits, std=False)
-  at = lambda c, span: [v for v in (tables.position_loss(r, span) for r in c[3]) if v is not None]
+  first = lambda c, key: f"{int(c.rows[0][key]):,}" if c.rows and key in c.rows[0] else tables.MISSING
+  kv = lambda c: f" (KV cache, T={c.rows[0]['_config'].get('data.seq_len')})" if c.arm == "softmax" and c.rows else ""
+  means = lambda c, key, digits: tables.mean_std(tables.values(c.rows, key), digits, std=False)
+  at = lambda c, span: [v for v in (tables.position_loss(r, span) for r in c.rows) if v is not None]
   pos = lambda c: (f"{tables.mean_std(at(c, EARLY), std=False)} → {tables.mean_std(at(c, LATE), std=False)}"
                    if at(c, EARLY) and at(c, LATE) else tables.MISSING)
   return tables.columns(cs, [
-      ("arm", lambda c: c[0]), ("width", lambda c: c[1]), ("params", lambda c: first(c, "num_params")),
-      ("state (floats/seq)", lambda c: first(c, "state_size") + kv(c)), ("lr", lambda c: f"{c[2]:g}"),
-      *tables.seed_columns(lambda c: tables.values(c[3], "bits_per_byte"), seeds, "bits/byte"),
+      ("arm", lambda c: c.arm), ("width", lambda c: c.key), ("params", lambda c: first(c, "num_params")),
+      ("state (floats/seq)", lambda c: first(c, "state_size") + kv(c)), ("lr", lambda c: f"{c.lr:g}"),
+      *tables.seed_columns(lambda c: tables.values(c.rows, "bits_per_byte"), seeds, "bits/byte"),
       ("train tokens/s", lambda c: means(c, "tokens_per_sec", 0)),
       ("decode ms/token", lambda c: means(c, "decode_ms_per_token", 3)),
       (f"loss at positions {EARLY[0]}–{EARLY[1]} → {LATE[0]}–{LATE[1]}", pos)])
 
 
 def spread_table(cs) -> str:
-  return tables.spread_table({arm: tables.values(cell, "bits_per_byte") for arm, _, _, cell in cs}, "min")
+  return tables.spread_table({c.arm: tables.values(c.rows, "bits_per_byte") for c in cs}, "min")
 
 
 def length_table(cs) -> str:
-  return tables.length_table({arm: cell for arm, _, _, cell in cs})
+  return tables.length_table({c.arm: c.rows for c in cs})
 
 
 def length_by_rate_table(rows) -> str:
@@ -234,7 +230,7 @@ def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
       "column is the mean over seeds of each model's change)\n\n" + length_table(cs) +
       "\n### Length change by learning rate (seed 0, the pilot: bits/byte at the longest evaluation length "
       "minus at T=128)\n\n" + length_by_rate_table(rows), out)
-  ts = sorted({int(r["eval_seq_len"]) for _, _, _, cell in cs for r in by_length(cell)} - {128})
+  ts = sorted({int(r["eval_seq_len"]) for c in cs for r in by_length(c.rows)} - {128})
   get, over = tables.field, tables.override
   tables.rows_csv(out, [
       ("arm", label), ("width", over("model.d_model")), ("lr", over("train.learning_rate")), ("seed", over("seed")),
