@@ -7,6 +7,9 @@ those rounds for a study's tables.
                          condition=still_rising, condition_text="still rising")
   TUNING = protocol.Tuning(RULE, pilot=lambda arm, cell, lr: protocol.point(ARMS, arm, {"model.d_model": 64}, lr, 0))
   TUNING.decide(rows, "gla", 64)      # Decision(lr=..., todo=(points still to run before it is known), grid_best=...)
+  SWEEP = protocol.Study(options, TUNING, keys=lambda opts: [(a, 64) for a in opts["arms"]], tiny=..., point=...,
+                         stages={"pilot": None})   # main (not named): every seed at each arm's chosen rate
+  get_sweep, get_followup_sweep = SWEEP.get_sweep, SWEEP.get_followup_sweep
 
 The learning-rate rule, once for every study: seed 0 runs at every rate of the grid; the best (by the metric, in
 its direction) wins, ties to the smaller rate; a failed point (or one whose metric is missing or NaN) loses. When
