@@ -1,36 +1,14 @@
 """Study 6: one softmax layer among linear ones — does it close the recall gap, and at what LM cost?
 
-  python -m linear_seq.studies.sweep --config=experiments/hybrids/config.py:task=mqar --workdir=runs/hybrids_mqar \
-      --archive=experiments/hybrids/points_mqar --parallel=2
-  python -m linear_seq.studies.sweep --config=experiments/hybrids/config.py:task=lm --workdir=runs/hybrids_lm \
-      --archive=experiments/hybrids/points_lm --parallel=2
-  python -m linear_seq.studies.tables --table=experiments/hybrids/config.py --workdir=runs \
-      --out=experiments/hybrids/study.md --plots_dir=experiments/hybrids   # tables + plots (write())
-Smoke test: :tiny=True (2 points).
-
-Arms (model.layer_mixers, one mixer per layer): the 2- and 4-layer hybrids (one softmax layer last) against
-the pure gla, deltanet and softmax models of each depth; each arm's width is the one of WIDTHS whose parameter
-count is nearest the pure softmax model's of its depth at the reference width. Rates per (arm, reference
-width): protocol.LrRule over LRS[task] by METRIC[task], a step past either edge (edge=False: none); then seeds
-1.. at the chosen rate. Tables and plots use the chosen rate's points (chosen()). Why these tasks and widths:
-README.md.
-  task=mqar: configs/mqar.py:point=hard, the MQAR study's hard point (T=128, 8 kv pairs, 1,500 steps), evaluated
-             as that study does; LRS 1e-3 / 3e-3, reference width 32 (`widths=32+64` adds 64).
-  task=lm:   configs/shakespeare.py, the LM study's budget (1200 steps, T=128), LRS 3e-3 / 1e-2, reference width
-             128, evaluated with --position_loss.
-Options: task=mqar|lm, tiny=True, seeds=N or seeds=0+2 (default 2), arms=gla-softmax+gla2 (a subset of ARMS' labels,
-'+'-separated; default: all but the softmax-first orders softmax-gla / softmax-deltanet, the layer-order check),
-lrs=1e-3+3e-3, edge=False (no step past the grid's edge; a one-rate grid never steps), widths=32+64 (reference
-widths; task=mqar's default 32, task=lm's 128), steps=N (train.num_steps for every point instead of the task's
-budget; the schedule stretches with it).
-Tables (write(workdir): the sweeps in workdir/hybrids_mqar, hybrids_lm, hybrids_mqar_check and the LM study's in
-workdir/lm, restored from ARCHIVE): per task the pilot, every arm at its chosen rate (layers, width, parameters,
-state, each seed's metric, mean ± std) and each hybrid's gap to the pure models of its depth (PAIRS; + = hybrid
-better; whether the seeds separate); then the MQAR check (CHECKS: accuracy during training). task=lm's pure
-2-layer arms come from the LM study's points (FROM_LM, marked ‡) where this sweep has not run them (the same
-model, data, steps, width and seeds; the rate this study's rule picks from their seed-0 points).
+Arms: ARMS (model.layer_mixers, one mixer per layer), each at the width of WIDTHS whose parameter count is nearest
+the pure softmax model's of its depth at the reference width; each (arm, reference width)'s rate from seed 0 by
+protocol.LrRule, then seeds 1.. at it. The commands, the tasks and why: README.md; the options and the tables
+write() prints: its "Options and tables". Smoke test: :tiny=True (2 points).
+Options: task=mqar|lm, tiny=True, seeds=N or seeds=0+2 (default 2), arms=gla-softmax+gla2, lrs=1e-3+3e-3,
+edge=False, widths=32+64 (reference widths), steps=N.
 """
 import functools
+import itertools
 import os
 
 from linear_seq import config_lib
@@ -42,7 +20,6 @@ from linear_seq.studies import tables
 
 STUDY = "hybrids"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_CONFIGS = os.path.join(_HERE, "..", "..", "configs")
 _LM_STUDY = os.path.join(_HERE, "..", "lm", "config.py")
 # write()'s sweep directories (under its workdir) and the points folders restored into them.
 WORKDIRS = {"mqar": "hybrids_mqar", "lm": "hybrids_lm", "check": "hybrids_mqar_check", "lm_study": "lm"}
@@ -87,21 +64,21 @@ def _opts(arg: str) -> dict:
   edge = opts.get("edge", True)
   if not isinstance(edge, bool):
     raise ValueError(f"edge must be True or False, got {edge!r}")
-  return {**opts, "task": task, "arms": names, "seeds": seeds, "lrs": protocol.numbers(opts, "lrs", LRS[task], float),
-          "edge": edge, "widths": protocol.numbers(opts, "widths", REFERENCE_WIDTHS[task]), "steps": steps}
+  lrs = protocol.numbers(opts, "lrs", LRS[task], float)
+  # "arg": the option string itself (widths(arg) is cached by it)
+  return {**opts, "arg": arg, "task": task, "arms": names, "seeds": seeds, "lrs": lrs, "edge": edge,
+          "widths": protocol.numbers(opts, "widths", REFERENCE_WIDTHS[task]), "steps": steps}
 
 
 def get_config(arg: str = ""):
   """The task's preset: configs/shakespeare.py's LM budget, or configs/mqar.py's hard point evaluated as the MQAR
   study does (every 250 steps, 1,000 sequences in 4 batches); tiny: their smoke tests."""
   opts = _opts(arg)
-  tiny = ":tiny=True" if opts.get("tiny") else ""
+  tiny = bool(opts.get("tiny"))
   if opts["task"] == "lm":
-    return config_lib.load_config(os.path.join(_CONFIGS, "shakespeare.py") + tiny)
-  if tiny:
-    return config_lib.load_config(os.path.join(_CONFIGS, "mqar.py") + tiny)
-  return config_lib.apply_overrides(config_lib.load_config(os.path.join(_CONFIGS, "mqar.py:point=hard")),
-                                    {"eval.batch_size": 250, "train.eval_every": 250})
+    return protocol.task("shakespeare.py", tiny=tiny)
+  return protocol.task("mqar.py" if tiny else "mqar.py:point=hard", {"eval.batch_size": 250, "train.eval_every": 250},
+                       tiny)
 
 
 def num_layers(arm: str) -> int:
@@ -121,16 +98,12 @@ def _arm(label: str) -> dict:
 def widths(arg: str = "") -> dict[tuple[str, int], int]:
   """{(arm, reference width): the arm's width}: its parameter count nearest the pure softmax model's of the same
   depth at the reference width (cached: the plots ask per row)."""
-  opts = _opts(arg)
-  base = get_config(arg)
-  task = opts["task"]
-  out = {}
-  for ref in opts["widths"]:
-    for depth in sorted({num_layers(a) for a in opts["arms"]}):
-      names = [a for a in opts["arms"] if num_layers(a) == depth]
-      reference = ({"model.layer_mixers": ",".join(["softmax"] * depth), "model.num_layers": depth}, ref)
-      out.update({(a, ref): w for a, w in zip(names, params.matched_widths(base, [_arm(a) for a in names],
-                                                                           WIDTHS[task], reference))})
+  opts, out = _opts(arg), {}
+  for ref, depth in itertools.product(opts["widths"], sorted({num_layers(a) for a in opts["arms"]})):
+    names = [a for a in opts["arms"] if num_layers(a) == depth]
+    pure = ({"model.layer_mixers": ",".join(["softmax"] * depth), "model.num_layers": depth}, ref)
+    matched = params.matched_widths(get_config(arg), [_arm(a) for a in names], WIDTHS[opts["task"]], pure)
+    out.update(zip([(a, ref) for a in names], matched))
   return out
 
 
@@ -140,22 +113,15 @@ def point(arm: str, width: int, lr: float, seed: int, steps: int | None = None) 
                         None if steps is None else {"train.num_steps": steps})
 
 
-def get_sweep(arg: str = ""):
-  """Seed 0 of every arm at every rate of LRS (per reference width); the other seeds follow (get_followup_sweep)."""
-  opts = _opts(arg)
-  if opts.get("tiny"):
-    return [{**_arm(a), "seed": 0} for a in opts["arms"]]
-  ws = widths(arg)
-  return [point(a, ws[a, ref], lr, 0, opts["steps"]) for ref in opts["widths"] for a in opts["arms"]
-          for lr in opts["lrs"]]
+def _tuning(opts: dict) -> protocol.Tuning:
+  """The task's rule over seed 0's points: the grid `lrs`, its metric and direction (METRIC), a step past either
+  edge unless edge=False (protocol.LrRule)."""
+  rule = protocol.LrRule(tuple(opts["lrs"]), *METRIC[opts["task"]], edge="both" if opts["edge"] else "none")
+  return protocol.Tuning(rule, lambda arm, width, lr: point(arm, width, lr, 0, opts["steps"]))
 
 
 def tuning(arg: str = "") -> protocol.Tuning:
-  """The task's rule over seed 0's points: the grid `lrs`, its metric and direction (METRIC), a step past either
-  edge unless edge=False (protocol.LrRule)."""
-  opts = _opts(arg)
-  rule = protocol.LrRule(tuple(opts["lrs"]), *METRIC[opts["task"]], edge="both" if opts["edge"] else "none")
-  return protocol.Tuning(rule, lambda arm, width, lr: point(arm, width, lr, 0, opts["steps"]))
+  return _tuning(_opts(arg))
 
 
 def rates(arg: str = "") -> list[float]:
@@ -168,17 +134,25 @@ def best_lr(rows, arm: str, width: int, arg: str = "", provisional: bool = False
   return tuning(arg).lr(rows, arm, width, provisional)
 
 
-def get_followup_sweep(rows, arg: str = "", provisional: bool = False):
-  """The edge steps still needed (seed 0), then seeds 1.. at each (arm, reference width)'s chosen rate,
-  seed-major (every arm of a seed before the next). provisional=True (the tables, not the sweep): the seeds of
-  an arm whose step past the edge has not finished are listed at its grid's best rate."""
-  opts = _opts(arg)
-  if opts.get("tiny"):
-    return []
-  ws = widths(arg)
-  lrs, edges = tuning(arg).plan(rows, [(a, w) for (a, _), w in ws.items()], provisional)
-  return edges + [point(a, ws[a, ref], lrs[a, ws[a, ref]], s, opts["steps"]) for s in opts["seeds"][1:]
-                  for ref in opts["widths"] for a in opts["arms"] if lrs[a, ws[a, ref]] is not None]
+def _keys(opts: dict) -> list[tuple[str, int]]:
+  """(arm, its width) per reference width, then arm: the pilot's order and the seeds'."""
+  ws = widths(opts["arg"])
+  return [(a, ws[a, ref]) for ref in opts["widths"] for a in opts["arms"]]
+
+
+def _seeds(rows, opts: dict, lrs: dict) -> list[dict]:
+  """Seeds 1.. (seed 0's point is its pilot point) at each (arm, reference width)'s chosen rate, seed-major."""
+  del rows
+  return protocol.at_rates(opts["seeds"][1:], _keys(opts), lrs, lambda a, w, lr, s: point(a, w, lr, s, opts["steps"]))
+
+
+# Seed 0 of every arm at every rate of `lrs` (per reference width); then the steps past the grid's edge (seed 0,
+# listed by depth) and the other seeds. get_followup_sweep(rows, arg, provisional=True) (the tables, not the
+# sweep): the seeds of an arm whose step past the edge has not finished are listed at its grid's best rate.
+SWEEP = protocol.Study(_opts, _tuning, keys=_keys, tiny=lambda arm: {**_arm(arm), "seed": 0}, stages={"main": _seeds},
+                       plan_keys=lambda opts: [(a, w) for (a, _), w in widths(opts["arg"]).items()])
+get_sweep = SWEEP.get_sweep
+get_followup_sweep = SWEEP.get_followup_sweep
 
 
 def chosen(rows, arg: str = "") -> list[dict]:

@@ -1,36 +1,13 @@
 """Study 4: language modelling on Shakespeare — every mixer at (nearly) equal parameter count, same tokens,
 each at its own learning rate, 3 seeds, evaluated at its training length and beyond.
 
-  python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=pilot --workdir=runs/lm \
-      --archive=experiments/lm/points --parallel=2
-  python -m linear_seq.studies.sweep --config=experiments/lm/config.py:stage=main --workdir=runs/lm \
-      --archive=experiments/lm/points --parallel=2
-  python -m linear_seq.studies.tables --table=experiments/lm/config.py --workdir=runs/lm \
-      --out=experiments/lm/study.md     # the tables (write(); restores points/ first) and study.csv
-Stages: pilot = seed 0 of every arm at each of PILOT_LRS (30 points), plus one rate further out for an arm whose
-best is at an edge (RULE: 3e-4 below 1e-3, 3e-2 above 1e-2); main = the pilot, then seeds 1.. at each
-arm's chosen rate (lowest seed-0 validation bits/byte; seed 0's main point is its pilot point). Smoke test:
-:tiny=True (2 points, ~1-2 min). Options: stage=pilot|main (default main), tiny=True, seeds=N or seeds=0+2 (a
-count or the seeds; default 3), arms=softmax+gla (a subset of ARMS), lengths=512+2048 (the extra evaluation
-lengths; '' none).
-
-Every run: configs/default.py's byte-level LM (2 layers, 4 heads, MLP 4x, seq_len 128, batch 32), 1200 steps
-(the same token budget for every arm). Each arm's width is chosen from WIDTHS so that its parameter
-count is nearest softmax's at width 128 (studies/params.py; widths an arm cannot build at, e.g. mamba2's
-inner width not a multiple of its head dim, are skipped); the table lists the resulting params.
-Per point, after training (from its final checkpoint): the validation loss per position in the context
-(position_loss.json), the decode time per token after a full context (decode.json, `python -m
-linear_seq.studies.speed --decode_workdir=SUB`), and the validation split evaluated again at every T in
-LENGTHS (eval_validation_T<T>.json: columns bits_per_byte@T512, ...), with EVAL_TOKENS tokens per batch
-(batch 16 at 512, 4 at 2048, 1 at 8192) and the whole split at every length (the last partial sequence is
-dropped: 457,244 bytes at T=128, 450,560 at 8,192).
-Arms: ARMS (why each, their widths and the study's history: README.md).
-Tables (write): the pilot (seed 0's bits/byte per rate, the rate chosen); each arm at its rate, sorted by mean
-(width, parameters, state, each seed's bits/byte, mean ± sample std, train tokens/s and decode ms/token, the
-loss early and late in the context); the seed spread (the arms each is better than beyond it: every seed of
-one below every seed of the other); bits/byte at every evaluation length and each model's change; seed 0's
-change with length per pilot rate; study.csv: every finished point.
+The commands (pilot, main, the tables) and the arms' rationale, widths and history: README.md. Smoke test:
+:tiny=True (2 points, ~1-2 min). The task: configs/shakespeare.py's LM budget (1200 steps, T=128).
+Options: stage=pilot|main (default main), seeds=N or seeds=0+2 (a count or the seeds; default 3), arms=softmax+gla
+(a subset of ARMS), lengths=512+2048 (the extra evaluation lengths; '' none), tiny=True. What each stage runs,
+what each point measures and the tables write() prints: README.md's "Stages, measurements and tables".
 """
+import functools
 import os
 
 from linear_seq import config_lib
@@ -41,7 +18,6 @@ from linear_seq.studies import tables
 
 STUDY = "lm"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_TASK = os.path.join(_HERE, "..", "..", "configs", "shakespeare.py")
 ARCHIVE = os.path.join(_HERE, "points")
 OPTIONS = ("tiny", "stage", "seeds", "arms", "lengths")
 STAGES = ("pilot", "main")
@@ -78,7 +54,7 @@ LATE = (65, 128)
 
 def get_config(arg: str = ""):
   """The task: configs/shakespeare.py's LM budget (tiny: its smoke test)."""
-  return config_lib.load_config(f"{_TASK}:tiny=True" if config_lib.parse_options(arg, OPTIONS).get("tiny") else _TASK)
+  return protocol.task("shakespeare.py", tiny=bool(config_lib.parse_options(arg, OPTIONS).get("tiny")))
 
 
 def label(row: dict) -> str:
@@ -97,10 +73,13 @@ def _opts(arg: str) -> dict:
   return {**opts, "stage": stage, "seeds": seeds, "arms": names, "lengths": lengths}
 
 
-def _widths(arg: str, arms: list[str]) -> dict[str, int]:
-  widths = params.matched_widths(get_config(arg), [ARMS[a] for a in arms], WIDTHS, (ARMS[REFERENCE[0]],
-                                                                                     REFERENCE[1]))
-  return dict(zip(arms, widths))
+@functools.lru_cache(maxsize=None)
+def _keys(arms: tuple[str, ...]) -> list[tuple[str, int]]:
+  """(arm, its width: parameters nearest softmax's at 128) for `arms`, the slowest first (s4: packed rows run its
+  exact reset scan); cached: both hooks ask."""
+  arms = sorted(arms, key=lambda a: a != "s4")
+  reference = (ARMS[REFERENCE[0]], REFERENCE[1])
+  return list(zip(arms, params.matched_widths(get_config(), [ARMS[a] for a in arms], WIDTHS, reference)))
 
 
 def point(arm: str, width: int, lr: float, seed: int) -> dict:
@@ -110,32 +89,13 @@ def point(arm: str, width: int, lr: float, seed: int) -> dict:
 TUNING = protocol.Tuning(RULE, lambda arm, width, lr: point(arm, width, lr, 0))
 
 
-def get_sweep(arg: str = ""):
-  """The pilot's points (both stages start from them: they choose each arm's learning rate)."""
-  opts = _opts(arg)
-  if opts.get("tiny"):
-    return [{**ARMS[a], "seed": 0} for a in opts["arms"]]
-  arms = sorted(opts["arms"], key=lambda a: a != "s4")  # the slowest first (packed rows: its exact reset scan)
-  widths = _widths(arg, arms)
-  return [point(a, widths[a], lr, 0) for a in arms for lr in PILOT_LRS]
-
-
 best_lr = TUNING.best   # best_lr(rows, arm, width) -> (its rate or None, the seed-0 points still to run)
-
-
-def get_followup_sweep(rows, arg: str = ""):
-  """pilot: the edge rates still needed; main: every seed at each arm's chosen rate (seed 0 is its pilot point)."""
-  opts = _opts(arg)
-  if opts.get("tiny"):
-    return []
-  arms = sorted(opts["arms"], key=lambda a: a != "s4")
-  widths = _widths(arg, arms)
-  lrs, edges = TUNING.plan(rows, [(a, widths[a]) for a in arms])
-  if opts["stage"] == "pilot":
-    return edges
-  # seed-major: every arm of a seed before the next seed, so a partial run has every arm
-  return edges + protocol.seed_major(opts["seeds"], arms, lambda s, a: None if lrs[a, widths[a]] is None
-                                     else point(a, widths[a], lrs[a, widths[a]], s))
+# pilot: seed 0 of every arm at its width and each rate of PILOT_LRS, then the steps past the edge; main: every
+# seed at each arm's chosen rate, seed-major (seed 0's is its pilot point).
+SWEEP = protocol.Study(_opts, TUNING, keys=lambda opts: _keys(tuple(opts["arms"])), point=point,
+                       tiny=lambda arm: {**ARMS[arm], "seed": 0}, stages={"pilot": None})
+get_sweep = SWEEP.get_sweep
+get_followup_sweep = SWEEP.get_followup_sweep
 
 
 def chosen(rows) -> list[dict]:
@@ -209,40 +169,36 @@ def pilot_table(rows) -> str:
                             lambda arm, w: (arm, tables.MISSING if w is None else w), ("arm", "width"))
 
 
-def cells(rows):
-  """[(arm, width, lr, finished rows at the chosen rate sorted by seed)] for the arms whose rate is decided,
-  sorted by mean bits/byte."""
-  out = []
-  for arm, w in [(a, _width(rows, a)) for a in DEFAULT_ARMS]:
-    lr = None if w is None else best_lr(rows, arm, w)[0]
-    if lr is not None:
-      out.append((arm, w, lr, tables.cell_rows(rows, "bits_per_byte", lambda s: point(arm, w, lr, s))))
-  mean = lambda cell: sum(tables.values(cell, "bits_per_byte")) / len(cell) if cell else 1e9
-  return sorted(out, key=lambda c: mean(c[3]))
+def cells(rows) -> list[tables.Cell]:
+  """A Cell (width, chosen rate, finished rows at it sorted by seed) per arm whose rate is decided, sorted by mean
+  bits/byte."""
+  keys = [(a, w) for a in DEFAULT_ARMS if (w := _width(rows, a)) is not None]
+  mean = lambda c: sum(tables.values(c.rows, "bits_per_byte")) / len(c.rows) if c.rows else 1e9
+  return sorted(tables.cells(TUNING, rows, keys, "bits_per_byte", point), key=mean)
 
 
 def main_table(cs, seeds: int = SEEDS) -> str:
-  first = lambda c, key: f"{int(c[3][0][key]):,}" if c[3] and key in c[3][0] else tables.MISSING
-  kv = lambda c: f" (KV cache, T={c[3][0]['_config'].get('data.seq_len')})" if c[0] == "softmax" and c[3] else ""
-  means = lambda c, key, digits: tables.mean_std(tables.values(c[3], key), digits, std=False)
-  at = lambda c, span: [v for v in (tables.position_loss(r, span) for r in c[3]) if v is not None]
+  first = lambda c, key: f"{int(c.rows[0][key]):,}" if c.rows and key in c.rows[0] else tables.MISSING
+  kv = lambda c: f" (KV cache, T={c.rows[0]['_config'].get('data.seq_len')})" if c.arm == "softmax" and c.rows else ""
+  means = lambda c, key, digits: tables.mean_std(tables.values(c.rows, key), digits, std=False)
+  at = lambda c, span: [v for v in (tables.position_loss(r, span) for r in c.rows) if v is not None]
   pos = lambda c: (f"{tables.mean_std(at(c, EARLY), std=False)} → {tables.mean_std(at(c, LATE), std=False)}"
                    if at(c, EARLY) and at(c, LATE) else tables.MISSING)
   return tables.columns(cs, [
-      ("arm", lambda c: c[0]), ("width", lambda c: c[1]), ("params", lambda c: first(c, "num_params")),
-      ("state (floats/seq)", lambda c: first(c, "state_size") + kv(c)), ("lr", lambda c: f"{c[2]:g}"),
-      *tables.seed_columns(lambda c: tables.values(c[3], "bits_per_byte"), seeds, "bits/byte"),
+      ("arm", lambda c: c.arm), ("width", lambda c: c.key), ("params", lambda c: first(c, "num_params")),
+      ("state (floats/seq)", lambda c: first(c, "state_size") + kv(c)), ("lr", lambda c: f"{c.lr:g}"),
+      *tables.seed_columns(lambda c: tables.values(c.rows, "bits_per_byte"), seeds, "bits/byte"),
       ("train tokens/s", lambda c: means(c, "tokens_per_sec", 0)),
       ("decode ms/token", lambda c: means(c, "decode_ms_per_token", 3)),
       (f"loss at positions {EARLY[0]}–{EARLY[1]} → {LATE[0]}–{LATE[1]}", pos)])
 
 
 def spread_table(cs) -> str:
-  return tables.spread_table({arm: tables.values(cell, "bits_per_byte") for arm, _, _, cell in cs}, "min")
+  return tables.spread_table({c.arm: tables.values(c.rows, "bits_per_byte") for c in cs}, "min")
 
 
 def length_table(cs) -> str:
-  return tables.length_table({arm: cell for arm, _, _, cell in cs})
+  return tables.length_table({c.arm: c.rows for c in cs})
 
 
 def length_by_rate_table(rows) -> str:
@@ -274,9 +230,8 @@ def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
       "column is the mean over seeds of each model's change)\n\n" + length_table(cs) +
       "\n### Length change by learning rate (seed 0, the pilot: bits/byte at the longest evaluation length "
       "minus at T=128)\n\n" + length_by_rate_table(rows), out)
-  ts = sorted({int(r["eval_seq_len"]) for _, _, _, cell in cs for r in by_length(cell)} - {128})
-  get = lambda key: lambda r: r.get(key)
-  over = lambda key: lambda r: r["_overrides"].get(key)
+  ts = sorted({int(r["eval_seq_len"]) for c in cs for r in by_length(c.rows)} - {128})
+  get, over = tables.field, tables.override
   tables.rows_csv(out, [
       ("arm", label), ("width", over("model.d_model")), ("lr", over("train.learning_rate")), ("seed", over("seed")),
       *((k, get(k)) for k in ("num_params", "state_size", "bits_per_byte", *(f"bits_per_byte@T{t}" for t in ts),

@@ -1,36 +1,11 @@
 """Study 1: Zoology's accuracy vs state size (Fig. 2) on a CPU — MQAR with every mixer, widths and seeds.
 
-Three commands, one workdir (each later stage reuses the earlier stages' finished points; all resume; the
-finished points are kept in experiments/mqar/points/, committed, and restored from it on a fresh machine):
-  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=pilot --workdir=runs/mqar \
-      --archive=experiments/mqar/points --parallel=2
-  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=main --workdir=runs/mqar \
-      --archive=experiments/mqar/points --parallel=2
-  python -m linear_seq.studies.sweep --config=experiments/mqar/config.py:stage=hard --workdir=runs/mqar \
-      --archive=experiments/mqar/points --parallel=2
-  python -m linear_seq.studies.tables --table=experiments/mqar/config.py --workdir=runs/mqar \
-      --out=experiments/mqar/study.md     # the tables (write(); restores points/ first) and study.csv
-Smoke test (2 points, ~1 min): :tiny=True. The task: configs/mqar.py's default (setup=zoology) and its point=hard.
-Stages (why each, and how long they ran: README.md's Setup):
-  pilot: every arm at width 64, (T, kv) = (64, 4), seed 0, lr in {1e-3, 3e-3} (RULE); 1e-2 too for an arm whose
-         better rate is 3e-3 and still rising there (below 0.99, up by more than 0.01 over its last 500 steps).
-  main:  the pilot, then each arm at its pilot lr (`best_lr`), widths {32, 64, 128}, seeds {0, 1, 2}, 1,500
-         steps, seed-major; an arm whose 1e-2 pilot point has not finished gets that point first.
-  hard:  (T, kv) = (128, 8), widths {64, 128}, seeds {0, 1} at the arm's pilot lr, HARD_STEPS steps.
-  lrcheck: every arm whose seed-0 main point collapses at width 32 (below 0.5, >= 0.9 at width 64:
-         `collapses_small`) runs width 32, seed 0 at the other rates of {1e-3, 3e-3, 1e-2}.
-  seedcheck: a main-grid cell whose seeds split (one >= 0.9, another below 0.5: `split_seeds`) reruns the failing
-         seed at the other rates of {1e-3, 3e-3, 1e-2}, and at the chosen rate for SEEDCHECK_STEPS (the cosine
-         schedule stretched); it reads the grid's points of the stage's seeds (run it with those that have
-         finished, e.g. seeds=0+1, or it runs the others first). hard=True: the same on the hard grid.
-  lrcheck's and seedcheck's points stay out of the grid's tables and plots (listed apart).
-Options: stage=pilot|main|hard|lrcheck|seedcheck, arms=softmax+gla (a subset), seeds=0 or seeds=1+2 (a subset of the stage's
-seeds, so one command fits a sitting: the points of the other seeds are left for a later command), widths=64 or
-widths=64+128 (a subset of the stage's widths, the same way), hard=True (seedcheck only), tiny=True.
-Tables (write): the pilot (seed 0 per rate, ↑ = still rising, the rate chosen); the main and hard grids per arm
-and width at the chosen rate (state size, each seed's accuracy, mean ± sample std, seeds reaching 0.9, the
-first evaluated step each seed reached it); the lrcheck and seedcheck points per rate; study.csv: every
-finished point.
+The commands (every stage, one workdir, each reusing the earlier stages' points, all resuming; the points are
+kept in points/ and restored from it) and the tables: README.md. Smoke test (2 points, ~1 min): :tiny=True.
+The task: configs/mqar.py's default (setup=zoology) and its point=hard.
+Options: stage=pilot|main|hard|lrcheck|seedcheck (default main), arms=softmax+gla, seeds=0+1 and widths=64+128
+(subsets of the stage's), hard=True (seedcheck on the hard grid), tiny=True. What each stage runs, why, and the
+tables write() prints: README.md's "Stages and options".
 """
 import os
 
@@ -71,10 +46,8 @@ THRESHOLD = 0.9
 
 def get_config(arg: str = ""):
   """configs/mqar.py (setup zoology), evaluated every 250 steps in 4 batches of 250 (tiny: its tiny setup)."""
-  if config_lib.parse_options(arg, OPTIONS).get("tiny"):
-    return config_lib.load_config(f"{_MQAR}:tiny=True")
-  return config_lib.apply_overrides(config_lib.load_config(_MQAR),
-                                    {"eval.batch_size": 250, "train.eval_every": 250})
+  tiny = bool(config_lib.parse_options(arg, OPTIONS).get("tiny"))
+  return protocol.task("mqar.py", {"eval.batch_size": 250, "train.eval_every": 250}, tiny)
 
 
 def arm_of(row: dict) -> str:
@@ -103,14 +76,6 @@ def point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
 def grid_extra(hard: bool) -> dict:
   """The overrides a grid point adds to point's: the hard point's task and step budget, or none (main)."""
   return {**HARD, "train.num_steps": HARD_STEPS} if hard else {}
-
-
-def get_sweep(arg: str = ""):
-  """The pilot's points (every stage starts from them: they choose each arm's learning rate)."""
-  opts = _opts(arg)
-  if opts.get("tiny"):
-    return [{**ARMS[a], "model.d_model": 16, "seed": 0} for a in opts["arms"]]
-  return [point(a, PILOT_WIDTH, lr, 0) for a in opts["arms"] for lr in PILOT_LRS]
 
 
 def still_rising(row: dict, window: int = 500, delta: float = 0.01) -> bool:
@@ -151,28 +116,41 @@ def split_seeds(rows, arm: str, width: int, lr: float, seeds=SEEDS, hard: bool =
   return [s for s in sorted(acc) if acc[s] < 0.5] if acc and max(acc.values()) >= 0.9 else []
 
 
-def get_followup_sweep(rows, arg: str = ""):
-  """pilot: the 1e-2 points still needed; the other stages: their grids (and checks) at each arm's pilot lr."""
-  opts = _opts(arg)
-  if opts.get("tiny"):
-    return []
-  best = {a: best_lr(rows, a) for a in opts["arms"]}
-  pending = [p for _, todo in best.values() for p in todo]
-  lrs = {a: lr for a, (lr, _) in best.items() if lr is not None}
+def _grid(rows, opts: dict, lrs: dict) -> list[dict]:
+  """The stage's grid (main or hard: its seeds x arms x widths, seed-major) at each arm's pilot rate."""
+  del rows
   extra = grid_extra(opts["hard"])
-  grid = [point(a, w, lrs[a], s, **extra) for s in opts["seeds"] for a in lrs for w in opts["widths"]]
-  if opts["stage"] == "pilot":
-    return pending
-  if opts["stage"] == "lrcheck":   # seed 0's main points first (finished ones are skipped), then the checks
-    grid = [point(a, w, lrs[a], 0) for a in lrs for w in (CHECK_WIDTH, PILOT_WIDTH)]
-    grid += [point(a, CHECK_WIDTH, lr, 0) for a in lrs if collapses_small(rows, a, lrs[a])
-             for lr in CHECK_LRS if lr != lrs[a]]
-  elif opts["stage"] == "seedcheck":   # the grid's points (finished ones are skipped), then the checks
-    for a, w in [(a, w) for a in lrs for w in opts["widths"]]:
-      for s in split_seeds(rows, a, w, lrs[a], opts["seeds"], hard=opts["hard"]):
-        grid += [point(a, w, lr, s, **extra) for lr in CHECK_LRS if lr != lrs[a]]
-        grid.append(point(a, w, lrs[a], s, **{**extra, "train.num_steps": SEEDCHECK_STEPS}))
-  return pending + grid
+  return protocol.at_rates(opts["seeds"], [(a, w) for a in opts["arms"] for w in opts["widths"]], lrs,
+                           lambda a, w, lr, s: point(a, w, lr, s, **extra), rate_key=lambda a, w: (a, None))
+
+
+def _lrcheck(rows, opts: dict, lrs: dict) -> list[dict]:
+  """Seed 0's main points at CHECK_WIDTH and PILOT_WIDTH (finished ones are skipped), then the other rates of
+  CHECK_LRS at CHECK_WIDTH for each arm that collapses there (collapses_small)."""
+  lr = {a: lrs[a, None] for a in opts["arms"] if lrs[a, None] is not None}
+  return ([point(a, w, lr[a], 0) for a in lr for w in (CHECK_WIDTH, PILOT_WIDTH)] +
+          [point(a, CHECK_WIDTH, x, 0) for a in lr if collapses_small(rows, a, lr[a]) for x in CHECK_LRS if x != lr[a]])
+
+
+def _seedcheck(rows, opts: dict, lrs: dict) -> list[dict]:
+  """The grid's points (finished ones are skipped), then each split cell's failing seed (split_seeds) at the
+  other rates of CHECK_LRS and at the chosen rate for SEEDCHECK_STEPS."""
+  out, extra = _grid(rows, opts, lrs), grid_extra(opts["hard"])
+  for a, w in [(a, w) for a in opts["arms"] if lrs[a, None] is not None for w in opts["widths"]]:
+    for s in split_seeds(rows, a, w, lrs[a, None], opts["seeds"], hard=opts["hard"]):
+      out += [point(a, w, lr, s, **extra) for lr in CHECK_LRS if lr != lrs[a, None]]
+      out.append(point(a, w, lrs[a, None], s, **{**extra, "train.num_steps": SEEDCHECK_STEPS}))
+  return out
+
+
+# The study: the pilot (every arm at PILOT_WIDTH, seed 0, each rate of RULE's grid) chooses each arm's rate; each
+# stage's points then run at it.
+SWEEP = protocol.Study(
+    _opts, TUNING, keys=lambda opts: [(a, None) for a in opts["arms"]],
+    stages={"pilot": None, "main": _grid, "hard": _grid, "lrcheck": _lrcheck, "seedcheck": _seedcheck},
+    tiny=lambda arm: {**ARMS[arm], "model.d_model": 16, "seed": 0}, pilot_todo=True)
+get_sweep = SWEEP.get_sweep
+get_followup_sweep = SWEEP.get_followup_sweep
 
 
 def chosen(rows) -> list[dict]:
@@ -213,26 +191,24 @@ def pilot_table(rows) -> str:
   return tables.pilot_table(TUNING, rows, [(arm, None) for arm in ARMS], _cell)
 
 
-def grid(rows, hard: bool):
-  """[(arm, width, lr, state_size, finished rows sorted by seed, seeds planned)] at each arm's chosen lr (the
-  grid's own points: seedcheck's longer runs stay out)."""
-  out = []
-  for arm, w in [(a, w) for a in ARMS for w in (HARD_WIDTHS if hard else WIDTHS)]:
-    lr = best_lr(rows, arm)[0]
-    if lr is not None:
-      cell = tables.cell_rows(rows, "accuracy", lambda s: point(arm, w, lr, s, **grid_extra(hard)))
-      size = next((r.get("state_size") for r in cell if r.get("state_size") is not None), None)
-      out.append((arm, w, lr, size, cell, len(HARD_SEEDS if hard else SEEDS)))
-  return out
+def grid(rows, hard: bool) -> list[tables.Cell]:
+  """A Cell per arm and width of the main (hard: hard) grid, at the arm's pilot rate when it is decided: the
+  grid's own points (seedcheck's longer runs stay out)."""
+  keys = [(a, w) for a in ARMS for w in (HARD_WIDTHS if hard else WIDTHS)]
+  return tables.cells(TUNING, rows, keys, "accuracy", lambda a, w, lr, s: point(a, w, lr, s, **grid_extra(hard)),
+                      rate_key=lambda w: None)
 
 
-def grid_table(cells) -> str:
-  accs = lambda c: tables.values(c[4], "accuracy")
-  steps = lambda c: " / ".join("—" if t is None else str(t) for t in (tables.first_step(r, THRESHOLD) for r in c[4]))
+def grid_table(cells, seeds: int = len(SEEDS)) -> str:
+  """The grid's cells: state size, each of `seeds` seeds' accuracy, mean ± std, seeds reaching THRESHOLD and the
+  first step each reached it."""
+  size = lambda c: next((f"{int(r['state_size']):,}" for r in c.rows if r.get("state_size") is not None),
+                        tables.MISSING)
+  first = lambda r: tables.first_step(r, THRESHOLD)
+  steps = lambda c: " / ".join("—" if t is None else str(t) for t in map(first, c.rows))
   return tables.columns(cells, [
-      ("arm", lambda c: c[0]), ("width", lambda c: c[1]), ("lr", lambda c: f"{c[2]:g}"),
-      ("state (floats)", lambda c: tables.MISSING if c[3] is None else f"{int(c[3]):,}"),
-      *tables.seed_columns(accs, lambda c: c[5], "accuracy", THRESHOLD, one=" (1 seed)"),
+      ("arm", lambda c: c.arm), ("width", lambda c: c.key), ("lr", lambda c: f"{c.lr:g}"), ("state (floats)", size),
+      *tables.seed_columns(lambda c: tables.values(c.rows, "accuracy"), seeds, "accuracy", THRESHOLD, one=" (1 seed)"),
       (f"first step ≥ {THRESHOLD}", steps)])
 
 
@@ -266,18 +242,18 @@ def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
   text = common.emit_markdown(
       "### Pilot (width 64, (64, 4), seed 0" + rising + pilot_table(rows) +
       "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +
-      f"\n### Hard point (T=128, 8 kv pairs, {HARD_STEPS:,} steps)\n\n" + grid_table(grid(rows, hard=True)) +
+      f"\n### Hard point (T=128, 8 kv pairs, {HARD_STEPS:,} steps)\n\n" +
+      grid_table(grid(rows, hard=True), len(HARD_SEEDS)) +
       f"\n### Learning-rate check at width {CHECK_WIDTH} (seed 0; arms below 0.5 there and ≥ 0.9 at width 64"
       + rising + lrcheck_table(rows) + "\n### Seed check (a cell with one seed ≥ 0.9 and another below 0.5: the "
       f"failing seed at each rate, and at the chosen rate for {SEEDCHECK_STEPS:,} steps" + rising +
       seedcheck_table(rows) + "\n### Seed check, hard point (T=128, 8 kv pairs: the same check on the hard grid, "
       f"its rates at {HARD_STEPS:,} steps" + rising + seedcheck_table(rows, hard=True), out)
-  config = lambda key: lambda r: r["_config"].get(key)
-  over = lambda key: lambda r: r["_overrides"].get(key)
+  config, over = tables.config_value, tables.override
   tables.rows_csv(out, [
       ("arm", arm_of), ("seq_len", config("data.seq_len")), ("num_kv_pairs", config("data.num_kv_pairs")),
       ("width", over("model.d_model")), ("lr", over("train.learning_rate")), ("seed", over("seed")),
-      ("steps", config("train.num_steps")), ("state_size", lambda r: r.get("state_size")),
-      ("accuracy", lambda r: r.get("accuracy")), (f"first_step_{THRESHOLD}", lambda r: tables.first_step(r, THRESHOLD)),
-      ("wall_time_s", lambda r: r.get("wall_time"))], [r for r in rows if r.get("status") == "ok"])
+      ("steps", config("train.num_steps")), ("state_size", tables.field("state_size")),
+      ("accuracy", tables.field("accuracy")), (f"first_step_{THRESHOLD}", lambda r: tables.first_step(r, THRESHOLD)),
+      ("wall_time_s", tables.field("wall_time"))], [r for r in rows if r.get("status") == "ok"])
   return text

@@ -7,6 +7,9 @@ those rounds for a study's tables.
                          condition=still_rising, condition_text="still rising")
   TUNING = protocol.Tuning(RULE, pilot=lambda arm, cell, lr: protocol.point(ARMS, arm, {"model.d_model": 64}, lr, 0))
   TUNING.decide(rows, "gla", 64)      # Decision(lr=..., todo=(points still to run before it is known), grid_best=...)
+  SWEEP = protocol.Study(options, TUNING, keys=lambda opts: [(a, 64) for a in opts["arms"]], tiny=..., point=...,
+                         stages={"pilot": None})   # main (not named): every seed at each arm's chosen rate
+  get_sweep, get_followup_sweep = SWEEP.get_sweep, SWEEP.get_followup_sweep
 
 The learning-rate rule, once for every study: seed 0 runs at every rate of the grid; the best (by the metric, in
 its direction) wins, ties to the smaller rate; a failed point (or one whose metric is missing or NaN) loses. When
@@ -304,16 +307,16 @@ class Tuning:
         out.append(r)
     return out
 
-  def plan(self, rows, keys: Iterable[tuple[str, Hashable]], provisional: bool = False
+  def plan(self, rows, keys: Iterable[tuple[str, Hashable]], provisional: bool = False, grid: bool = False
            ) -> tuple[dict[tuple[str, Hashable], float | None], list[Point]]:
     """({(arm, cell): rate or None}, the steps past the grid's edge still to run, in `keys`' order; the grid's
-    own points are the study's first points, so they are not listed)."""
+    own points are the study's first points, so they are not listed unless `grid`)."""
     by_key = index(rows)
     lrs, todo = {}, []
     for arm, cell in keys:
       d = self.decide(by_key, arm, cell)
       lrs[arm, cell] = d.provisional() if provisional else d.lr
-      todo += [self.pilot(arm, cell, lr) for lr in d.todo if lr not in self.rule.grid]
+      todo += [self.pilot(arm, cell, lr) for lr in d.todo if grid or lr not in self.rule.grid]
     return lrs, todo
 
 
@@ -363,3 +366,72 @@ def task(preset: str, overrides: Mapping[str, Any] | None = None, tiny: bool = F
     spec += ",tiny=True" if ":" in preset else ":tiny=True"
   config = config_lib.load_config(spec)
   return config if tiny or not overrides else config_lib.apply_overrides(config, dict(overrides))
+
+
+def at_rates(seeds_: Iterable[int], cells: Iterable[tuple[str, Any]], lrs: Mapping[tuple[str, Any], float | None],
+             make: Callable[[str, Any, float, int], Point],
+             rate_key: Callable[[str, Any], tuple[str, Any]] = lambda arm, cell: (arm, cell)) -> list[Point]:
+  """make(arm, cell, rate, seed) for every (arm, cell) whose rate lrs[rate_key(arm, cell)] is known, seed-major
+  (protocol.seed_major). rate_key maps a cell to the (arm, cell) the rate was tuned at (default: itself)."""
+  def at(seed: int, cell: tuple[str, Any]) -> Point | None:
+    lr = lrs.get(rate_key(*cell))
+    return None if lr is None else make(cell[0], cell[1], lr, seed)
+  return seed_major(seeds_, cells, at)
+
+
+Stage = Callable[[list[Row], dict, dict], list[Point]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+  """A tuned study as one declaration, whose methods are the sweep's hooks (get_sweep, get_followup_sweep): the
+  first points are the pilot (seed 0 of every tuned (arm, cell) at every rate of the rule's grid, arm-major);
+  the follow-ups are the steps past the grid's edge still to run, then the option stage's points, made at each
+  (arm, cell)'s chosen rate.
+
+  options(arg) -> the study's parsed options: 'arms' and 'seeds', optionally 'tiny' and 'stage' (else 'main').
+  tuning: the Tuning (its rule, and the pilot point of (arm, cell, rate)), or opts -> it where options set it.
+  keys(opts) -> the tuned (arm, cell) pairs, in the pilot's order; plan_keys(opts) (default keys): the order
+    the steps past the edge are listed in.
+  tiny(arm) -> the arm's tiny=True point (the only point of a tiny sweep: no rates, no follow-ups).
+  point(arm, cell, rate, seed) -> a point of the study (each_seed's).
+  stages: {stage: fn(rows, opts, lrs) -> its points} with lrs = {(arm, cell): rate, None until known}; a stage
+    mapped to None is the pilot alone; a stage not named runs each_seed.
+  pilot_todo: the follow-ups list the grid's own seed-0 points still to run as well (before the steps past its
+    edge); the sweep has listed them already, so only a caller that passes rows of fewer points sees them.
+  """
+  options: Callable[[str], dict]
+  tuning: Tuning | Callable[[dict], Tuning]
+  keys: Callable[[dict], list[tuple[str, Hashable]]]
+  tiny: Callable[[str], dict]
+  point: Callable[[str, Any, float, int], Point] | None = None
+  stages: Mapping[str, Stage | None] = dataclasses.field(default_factory=dict)
+  plan_keys: Callable[[dict], list[tuple[str, Hashable]]] | None = None
+  pilot_todo: bool = False
+
+  def tuned(self, opts: dict) -> Tuning:
+    return self.tuning if isinstance(self.tuning, Tuning) else self.tuning(opts)
+
+  def each_seed(self, rows: list[Row], opts: dict, lrs: Mapping[tuple[str, Any], float | None]) -> list[Point]:
+    """Every seed of the options' at each (arm, cell)'s chosen rate, seed-major (seed 0's is its pilot point)."""
+    del rows
+    return at_rates(opts["seeds"], self.keys(opts), lrs, self.point)
+
+  def get_sweep(self, arg: str = "") -> list[dict]:
+    """The pilot's points (every stage starts from them: they choose each arm's rate); tiny: the tiny points."""
+    opts = self.options(arg)
+    if opts.get("tiny"):
+      return [self.tiny(a) for a in opts["arms"]]
+    tuning = self.tuned(opts)
+    return [tuning.pilot(arm, cell, lr) for arm, cell in self.keys(opts) for lr in tuning.rule.grid]
+
+  def get_followup_sweep(self, rows: list[Row], arg: str = "", provisional: bool = False) -> list[Point]:
+    """The steps past the grid's edge still to run, then the stage's points at the chosen rates (provisional, for
+    a table: the grid's best while a step is pending)."""
+    opts = self.options(arg)
+    if opts.get("tiny"):
+      return []
+    lrs, edges = self.tuned(opts).plan(rows, (self.plan_keys or self.keys)(opts), provisional, self.pilot_todo)
+    name = opts.get("stage", "main")
+    stage = self.stages[name] if name in self.stages else self.each_seed
+    return edges + ([] if stage is None else stage(rows, opts, lrs))

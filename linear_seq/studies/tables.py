@@ -357,6 +357,21 @@ def csv_beside(out: str) -> str:
   return os.path.splitext(out)[0] + ".csv"
 
 
+def field(key: str) -> Callable[[Row], Any]:
+  """A column's value: the row's `key` (None when absent)."""
+  return lambda row: row.get(key)
+
+
+def override(key: str) -> Callable[[Row], Any]:
+  """A column's value: the row's point override `key` (None when absent)."""
+  return lambda row: row["_overrides"].get(key)
+
+
+def config_value(key: str) -> Callable[[Row], Any]:
+  """A column's value: the row's config field `key`, dotted (None when absent)."""
+  return lambda row: row["_config"].get(key)
+
+
 def rows_csv(out: str, spec: Sequence[Column], rows: Iterable[Row]) -> str | None:
   """The rows as CSV beside `out` (study.md -> study.csv), spec's columns; nothing when `out` is ''."""
   if out:

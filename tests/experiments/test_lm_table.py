@@ -2,6 +2,7 @@
 then the seeds at each arm's chosen rate, as the sweep chooses them), the pilot and main tables, the seed-spread
 verdicts, the length table and the CSV beside --out."""
 import csv
+import dataclasses
 import importlib.util
 import json
 import os
@@ -47,7 +48,7 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   study = table
   wd = str(tmp_path / "runs")
   pt = study.point
-  w = study._widths("", ["softmax", "s4", "gla"])  # pylint: disable=protected-access
+  w = dict(study.SWEEP.keys({"arms": ["softmax", "s4", "gla"]}))
   # softmax: 3e-3 wins the pilot (bracketed); seeds 1 and 2 have run at it.
   for lr, bits in [(1e-3, 2.5), (3e-3, 2.40), (1e-2, 2.45)]:
     _write_point(wd, pt("softmax", w["softmax"], lr, 0), bits, long=(3.0, 4.0, 5.0), state=65_536)
@@ -70,7 +71,7 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   assert "| mamba2 | … |  |  |  |  |  | … |" in pilot   # no point run yet
 
   cs = table.cells(rows)
-  assert [(arm, lr, [r["_overrides"]["seed"] for r in cell]) for arm, _, lr, cell in cs] == [
+  assert [(c.arm, c.lr, [r["_overrides"]["seed"] for r in c.rows]) for c in cs] == [
       ("s4", 1e-2, [0, 1]), ("softmax", 3e-3, [0, 1, 2])]   # sorted by mean: 2.3525 < 2.41
   main = table.main_table(cs).splitlines()
   assert main[2] == (f"| s4 | {w['s4']} | 400,000 | 9,000 | 0.01 | 2.300 / 2.405 / … | 2.353 ± 0.074 | 1050 | "
@@ -80,10 +81,10 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
 
   spread = table.spread_table(cs).splitlines()
   assert spread[2] == "| s4 | 2.353 | — | softmax (-0.058) | — |"   # s4's seed 1 (2.405) is inside softmax's range
-  one = [(arm, w, lr, cell[:1]) if arm == "s4" else (arm, w, lr, cell) for arm, w, lr, cell in cs]
+  one = [dataclasses.replace(c, rows=c.rows[:1]) if c.arm == "s4" else c for c in cs]
   assert table.spread_table(one).splitlines()[2] == "| s4 | 2.300 | — | — | softmax (-0.110) |"   # 1 seed: open
-  apart = [(arm, w, lr, [{**r, "bits_per_byte": 2.2 + 0.01 * i} for i, r in enumerate(cell)]) if arm == "s4"
-           else (arm, w, lr, cell) for arm, w, lr, cell in cs]
+  apart = [dataclasses.replace(c, rows=[{**r, "bits_per_byte": 2.2 + 0.01 * i} for i, r in enumerate(c.rows)])
+           if c.arm == "s4" else c for c in cs]
   assert table.spread_table(apart).splitlines()[2] == "| s4 | 2.205 | softmax (-0.205) | — | — |"
   # separated() itself: tests/studies/test_tables.py
 

@@ -56,7 +56,7 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   assert "| s4 | 0.100 |  |  | … |" in pilot.splitlines()
 
   cells = table.grid(rows, hard=False)
-  assert [(arm, w, len(cell)) for arm, w, _, _, cell, _ in cells] == [("gla", 32, 1), ("gla", 64, 2), ("gla", 128, 0)]
+  assert [(c.arm, c.key, len(c.rows)) for c in cells] == [("gla", 32, 1), ("gla", 64, 2), ("gla", 128, 0)]
   grid = table.grid_table(cells).splitlines()
   assert grid[2] == "| gla | 32 | 0.001 | 512 | 0.100 / … / … | 0.100 (1 seed) | 0/1 | — |"
   assert grid[3] == "| gla | 64 | 0.001 | 2,048 | 0.970 / 0.880 / … | 0.925 ± 0.064 | 1/2 | 750 / — |"

@@ -215,3 +215,43 @@ def test_numbers_found_and_curve():
   assert protocol.found(rows, {"seed": 0})["n"] == 1 and protocol.found(rows, {"seed": 1}) is None
   row = {"_metrics": [{"step": 1, "train_loss": 2.0}, {"step": 250, "eval_accuracy": 0.5}]}
   assert protocol.curve(row) == [(250, 0.5)] and protocol.curve({}) == []
+
+
+def _study(**more):
+  """A two-arm study at widths 32 and 64 (each tuned at its own width), seeds and stage from its options."""
+  point = lambda arm, width, lr, seed: protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed)
+  def options(arg):
+    opts = config_lib.parse_options(arg, ("tiny", "stage", "seeds"))
+    return {**opts, "arms": ["softmax", "gla"], "seeds": protocol.seeds(opts.get("seeds", 2)),
+            "stage": protocol.choice(opts, "stage", ("pilot", "main", "check"), "main")}
+  tuning = protocol.Tuning(protocol.LrRule(GRID, edge="up"), lambda arm, width, lr: point(arm, width, lr, 0))
+  return protocol.Study(options, tuning, keys=lambda opts: [(a, w) for a in opts["arms"] for w in (32, 64)],
+                        tiny=lambda arm: {**ARMS[arm], "seed": 0}, point=point, **more), point
+
+
+def test_a_study_declaration_is_the_sweeps_hooks():
+  study, point = _study(stages={"pilot": None, "check": lambda rows, opts, lrs: [point("gla", 16, 1e-3, 9)]})
+  assert study.get_sweep("tiny=True") == [{**ARMS["softmax"], "seed": 0}, {**ARMS["gla"], "seed": 0}]
+  assert study.get_followup_sweep([], "tiny=True") == []
+  first = study.get_sweep()
+  assert [(p.arm, p["model.d_model"], p["train.learning_rate"], p["seed"]) for p in first] == [
+      (a, w, lr, 0) for a in ("softmax", "gla") for w in (32, 64) for lr in GRID]   # arm-major, rates inner
+  # softmax: 1e-3 wins at both widths; gla at 32: 3e-3 wins at the top edge, so 1e-2 is still to run; gla at 64
+  # has not finished its grid. pilot: only the step; main: the step, then every seed at the known rates.
+  acc = {("softmax", 1e-3): 0.9, ("softmax", 3e-3): 0.5, ("gla", 1e-3): 0.5, ("gla", 3e-3): 0.8}
+  rows = [{"_overrides": dict(p), "status": "ok", "accuracy": acc[p.arm, p["train.learning_rate"]]}
+          for p in first if (p.arm, p["model.d_model"]) != ("gla", 64)]
+  step = [point("gla", 32, 1e-2, 0)]
+  assert study.get_followup_sweep(rows, "stage=pilot") == step
+  assert study.get_followup_sweep(rows, "stage=main,seeds=0+1") == step + [
+      point("softmax", w, 1e-3, s) for s in (0, 1) for w in (32, 64)]
+  assert study.get_followup_sweep(rows, "stage=check") == step + [point("gla", 16, 1e-3, 9)]
+  provisional = study.get_followup_sweep(rows, "seeds=1", provisional=True)
+  assert provisional == step + [point("softmax", 32, 1e-3, 0), point("softmax", 64, 1e-3, 0), point("gla", 32, 3e-3, 0)]
+  # pilot_todo: the grid's own points still to run are listed too (before the step); at_rates' rate_key maps a
+  # cell to the (arm, cell) its rate was tuned at.
+  todo, _ = _study(stages={"pilot": None}, pilot_todo=True)
+  assert todo.get_followup_sweep(rows, "stage=pilot") == step + [point("gla", 64, lr, 0) for lr in GRID]
+  lrs = {("softmax", 64): 1e-3, ("gla", 64): None}
+  assert protocol.at_rates((0,), [("softmax", 32), ("gla", 32)], lrs, point, lambda arm, w: (arm, 64)) == [
+      point("softmax", 32, 1e-3, 0)]
