@@ -276,7 +276,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
   # Memory budget (MiB) of one chunk-form op call's compiled forward+backward: when > 0 both chunk forms choose,
   # per shape, the largest group that fits it (ops/group_budget.py; compiles the op a few times at start-up)
   # instead of the group sizes above; 0 = no budget.
-  c.train.memory_budget_mib = 0
+  c.train.memory_budget_mib = 0.0
 
   c.mesh = ml_collections.ConfigDict()
   # Devices on the mesh's data axis (batch; FSDP shards over it); 0 = all devices not used by seq.
