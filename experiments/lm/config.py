@@ -11,7 +11,6 @@ import functools
 import os
 
 from linear_seq import config_lib
-from linear_seq.studies import common
 from linear_seq.studies import params
 from linear_seq.studies import protocol
 from linear_seq.studies import tables
@@ -204,16 +203,7 @@ def length_table(cs) -> str:
 def length_by_rate_table(rows) -> str:
   """Seed 0's change from T=128 to the longest evaluation length at every pilot rate run (how the length
   behaviour depends on the training, e.g. how far S4D's step sizes moved from their slow initialization)."""
-  ok = tables.ok(rows, "bits_per_byte")
-  ts = sorted({int(r["eval_seq_len"]) for r in by_length(ok)})
-  if len(ts) < 2:
-    return "(no evaluation past the training length yet)\n"
-  change = {}
-  for arm, w, r in [(a, _width(rows, a), r) for a in DEFAULT_ARMS for r in ok]:
-    o, at = r["_overrides"], {b["eval_seq_len"]: float(b["bits_per_byte"]) for b in by_length([r])}
-    if w is not None and o == point(arm, w, o["train.learning_rate"], 0) and ts[0] in at and ts[-1] in at:
-      change[arm, o["train.learning_rate"]] = at[ts[-1]] - at[ts[0]]
-  return tables.rate_table(change, DEFAULT_ARMS)
+  return tables.length_change_by_rate(TUNING, rows, [(a, _width(rows, a)) for a in DEFAULT_ARMS])
 
 
 def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
@@ -221,20 +211,17 @@ def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
   from the points in `workdir` once those of `archive_dir` ('' = none) are restored into it."""
   rows = tables.restored(load_rows, workdir, archive_dir)
   cs = cells(rows)
-  text = common.emit_markdown(
-      "### Pilot (seed 0, validation bits/byte at step 1,200 per learning rate)\n\n" + pilot_table(rows) +
-      f"\n### Main (each arm at its chosen rate; seeds {', '.join(map(str, range(SEEDS)))}; sorted by "
-      "mean)\n\n" + main_table(cs) +
-      "\n### Seed spread (a difference counts when the arms' seeds do not overlap)\n\n" + spread_table(cs) +
-      "\n### Length generalization (trained at T=128; validation bits/byte, mean ± std over seeds; the last "
-      "column is the mean over seeds of each model's change)\n\n" + length_table(cs) +
-      "\n### Length change by learning rate (seed 0, the pilot: bits/byte at the longest evaluation length "
-      "minus at T=128)\n\n" + length_by_rate_table(rows), out)
   ts = sorted({int(r["eval_seq_len"]) for c in cs for r in by_length(c.rows)} - {128})
   get, over = tables.field, tables.override
-  tables.rows_csv(out, [
+  return tables.report(out, [
+      ("Pilot (seed 0, validation bits/byte at step 1,200 per learning rate)", pilot_table(rows)),
+      (f"Main (each arm at its chosen rate; seeds {', '.join(map(str, range(SEEDS)))}; sorted by mean)",
+       main_table(cs)),
+      ("Seed spread (a difference counts when the arms' seeds do not overlap)", spread_table(cs)),
+      ("Length generalization (trained at T=128; validation bits/byte, mean ± std over seeds; the last column is "
+       "the mean over seeds of each model's change)", length_table(cs)),
+      ("Length change by learning rate (seed 0, the pilot: bits/byte at the longest evaluation length minus at "
+       "T=128)", length_by_rate_table(rows))], tables.ok(rows, "bits_per_byte"), [
       ("arm", label), ("width", over("model.d_model")), ("lr", over("train.learning_rate")), ("seed", over("seed")),
       *((k, get(k)) for k in ("num_params", "state_size", "bits_per_byte", *(f"bits_per_byte@T{t}" for t in ts),
-                              "tokens_per_sec", "decode_ms_per_token")), ("wall_time_s", get("wall_time"))],
-      tables.ok(rows, "bits_per_byte"))
-  return text
+                              "tokens_per_sec", "decode_ms_per_token")), ("wall_time_s", get("wall_time"))])

@@ -318,6 +318,24 @@ def rate_table(by_arm_rate: Mapping[tuple[str, float], float], arms: Sequence[st
   return markdown(["arm", *(f"lr {lr:g}" for lr in lrs)], body)
 
 
+def length_change_by_rate(tuning: protocol.Tuning, rows: Iterable[Row], keys: Iterable[tuple[str, Any]],
+                          metric: str = "bits_per_byte") -> str:
+  """Per (arm, key) of `keys` (an arm once, in order): the change in `metric` of its seed-0 pilot point at every
+  rate it ran (tuning.pilot_rows), from the shortest evaluation length the finished rows have to the longest
+  (rate_table; a note instead while they have one length only)."""
+  finished = ok(rows, metric)
+  ts = sorted({int(r["eval_seq_len"]) for r in by_length(finished, metric)})
+  if len(ts) < 2:
+    return "(no evaluation past the training length yet)\n"
+  by_key, keys, change = protocol.index(finished), list(keys), {}
+  for arm, key in keys:
+    for lr, r in tuning.pilot_rows(by_key, arm, key).items():
+      at = {b["eval_seq_len"]: float(b[metric]) for b in by_length([r], metric)}
+      if ts[0] in at and ts[-1] in at:
+        change[arm, lr] = at[ts[-1]] - at[ts[0]]
+  return rate_table(change, [arm for arm, _ in keys])
+
+
 def position_loss(row: Row, span: tuple[int, int]) -> float | None:
   """The point's mean validation loss over context positions span[0]..span[1] (1-based, inclusive; its
   position_loss.json from `evaluate --position_loss`), None without one."""
@@ -378,6 +396,17 @@ def rows_csv(out: str, spec: Sequence[Column], rows: Iterable[Row]) -> str | Non
     rows = list(rows)
     return write_csv(csv_beside(out), [h for h, _ in spec], [[value(r) for _, value in spec] for r in rows])
   return None
+
+
+def report(out: str, sections: Sequence[tuple[str, str]], rows: Iterable[Row] = (), csv_spec: Sequence[Column] = ()
+           ) -> str:
+  """A study's tables: each section '### heading', a blank line and its (newline-terminated) table, one blank line
+  between sections, printed and written to `out` ('' = print only); with `csv_spec`, `rows` as CSV beside it
+  (rows_csv). Returns the markdown."""
+  text = common.emit_markdown("\n".join(f"### {heading}\n\n{table}" for heading, table in sections), out)
+  if csv_spec:
+    rows_csv(out, csv_spec, rows)
+  return text
 
 
 def is_number(value: Any) -> bool:

@@ -201,3 +201,24 @@ def test_rows_csv_beside_the_markdown(tmp_path):
   assert tables.rows_csv("", [("a", lambda r: r["a"])], rows) is None
   path = tables.rows_csv(str(tmp_path / "study.md"), [("a", lambda r: r["a"]), ("b", lambda r: r.get("b"))], rows)
   assert open(path, newline="").read() == "a,b\r\n1,\r\n2,\r\n"
+
+
+def test_length_change_by_rate_from_the_pilot_points():
+  rule = protocol.LrRule((1e-3, 3e-3), metric="bits_per_byte", direction="min")
+  tuning = protocol.Tuning(rule, lambda arm, width, lr: protocol.point(ARMS, arm, {"model.d_model": width}, lr, 0))
+  row = lambda arm, lr, seed, at128, at512: {
+      "_overrides": dict(protocol.point(ARMS, arm, {"model.d_model": 8}, lr, seed)), "status": "ok",
+      "_config": {"data.seq_len": 128}, "bits_per_byte": at128, "bits_per_byte@T512": at512}
+  rows = [row("a", 1e-3, 0, 2.0, 2.5), row("a", 3e-3, 0, 1.5, 1.25), row("a", 1e-3, 1, 2.0, 9.0),  # seed 1: not
+          row("b", 3e-3, 0, 2.0, None)]                                                        # b: no T=512
+  assert tables.length_change_by_rate(tuning, rows, [("b", 8), ("a", 8)]).splitlines() == [
+      "| arm | lr 0.001 | lr 0.003 |", "|---|---|---|", "| a | +0.500 | -0.250 |"]
+  assert tables.length_change_by_rate(tuning, rows[-1:], [("b", 8)]).startswith("(no evaluation past")
+
+
+def test_report_joins_the_sections_and_writes_the_csv(tmp_path, capsys):
+  out = str(tmp_path / "study.md")
+  text = tables.report(out, [("One", "| x |\n"), ("Two", "t\n")], [{"a": 1}], [("a", lambda r: r["a"])])
+  assert text == "### One\n\n| x |\n\n### Two\n\nt\n" == open(out).read() and text in capsys.readouterr().out
+  assert open(tmp_path / "study.csv", newline="").read() == "a\r\n1\r\n"
+  assert tables.report("", [("One", "x\n")]) == "### One\n\nx\n"
