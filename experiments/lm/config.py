@@ -92,15 +92,13 @@ best_lr = TUNING.best   # best_lr(rows, arm, width) -> (its rate or None, the se
 # pilot: seed 0 of every arm at its width and each rate of PILOT_LRS, then the steps past the edge; main: every
 # seed at each arm's chosen rate, seed-major (seed 0's is its pilot point).
 SWEEP = protocol.Study(_opts, TUNING, keys=lambda opts: _keys(tuple(opts["arms"])), point=point,
-                       tiny=lambda arm: {**ARMS[arm], "seed": 0}, stages={"pilot": None})
+                       tiny=lambda arm: {**ARMS[arm], "seed": 0}, stages={"pilot": None}, arm_of=label,
+                       cell_of=lambda r: r["_overrides"].get("model.d_model"))
 get_sweep = SWEEP.get_sweep
 get_followup_sweep = SWEEP.get_followup_sweep
-
-
-def chosen(rows) -> list[dict]:
-  """The rows at their arm's chosen rate (what the tables and plots compare); rows without a rate override
-  (tiny=True) are kept, arms whose rate is undecided are left out."""
-  return TUNING.chosen(rows, label, lambda r: r["_overrides"].get("model.d_model"), arms=ARMS)
+# chosen(rows): the rows at their arm's chosen rate (what the tables and plots compare); rows without a rate
+# override (tiny=True) are kept, arms whose rate is undecided are left out.
+chosen = functools.partial(SWEEP.chosen, arms=ARMS)
 
 
 def get_eval_args(arg: str = ""):

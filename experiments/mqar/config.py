@@ -7,6 +7,7 @@ Options: stage=pilot|main|hard|lrcheck|seedcheck (default main), arms=softmax+gl
 (subsets of the stage's), hard=True (seedcheck on the hard grid), tiny=True. What each stage runs, why, and the
 tables write() prints: README.md's "Stages and options".
 """
+import functools
 import os
 
 from linear_seq import config_lib
@@ -148,15 +149,13 @@ def _seedcheck(rows, opts: dict, lrs: dict) -> list[dict]:
 SWEEP = protocol.Study(
     _opts, TUNING, keys=lambda opts: [(a, None) for a in opts["arms"]],
     stages={"pilot": None, "main": _grid, "hard": _grid, "lrcheck": _lrcheck, "seedcheck": _seedcheck},
-    tiny=lambda arm: {**ARMS[arm], "model.d_model": 16, "seed": 0}, pilot_todo=True)
+    tiny=lambda arm: {**ARMS[arm], "model.d_model": 16, "seed": 0}, pilot_todo=True, arm_of=arm_of)
 get_sweep = SWEEP.get_sweep
 get_followup_sweep = SWEEP.get_followup_sweep
-
-
-def chosen(rows) -> list[dict]:
-  """The rows at their arm's pilot learning rate (the grid's points); the other pilot rates and the arms whose
-  rate is not decided yet are left out (rows without a learning-rate override, e.g. tiny=True's, are kept)."""
-  return TUNING.chosen(rows, arm_of, arms=ARMS)
+# chosen(rows): the rows at their arm's pilot learning rate (the grid's points); the other pilot rates and the
+# arms whose rate is not decided yet are left out (rows without a learning-rate override, e.g. tiny=True's, are
+# kept).
+chosen = functools.partial(SWEEP.chosen, arms=ARMS)
 
 
 def get_plots(arg: str = ""):

@@ -399,6 +399,8 @@ class Study:
     mapped to None is the pilot alone; a stage not named runs each_seed.
   pilot_todo: the follow-ups list the grid's own seed-0 points still to run as well (before the steps past its
     edge); the sweep has listed them already, so only a caller that passes rows of fewer points sees them.
+  arm_of(row) -> a row's arm (default protocol.arm_of); cell_of(row) -> the cell its rate was tuned for (default
+    None: once per arm): what chosen() looks a row's rate up by.
   """
   options: Callable[[str], dict]
   tuning: Tuning | Callable[[dict], Tuning]
@@ -408,6 +410,8 @@ class Study:
   stages: Mapping[str, Stage | None] = dataclasses.field(default_factory=dict)
   plan_keys: Callable[[dict], list[tuple[str, Hashable]]] | None = None
   pilot_todo: bool = False
+  arm_of: Callable[[Row], str] | None = None
+  cell_of: Callable[[Row], Hashable] = lambda row: None
 
   def tuned(self, opts: dict) -> Tuning:
     return self.tuning if isinstance(self.tuning, Tuning) else self.tuning(opts)
@@ -435,3 +439,11 @@ class Study:
     name = opts.get("stage", "main")
     stage = self.stages[name] if name in self.stages else self.each_seed
     return edges + ([] if stage is None else stage(rows, opts, lrs))
+
+  def chosen(self, rows: Iterable[Row], arg: str = "", provisional: bool = False,
+             arms: Iterable[str] | None = None) -> list[Row]:
+    """The rows at their (arm, cell)'s chosen rate under the options `arg` (Tuning.chosen: rows without a rate
+    override are kept; an arm whose rate is undecided, or not among `arms` when given, is left out; provisional:
+    the grid's best while the step past its edge is pending)."""
+    tuning = self.tuned(self.options(arg))
+    return tuning.chosen(rows, self.arm_of or arm_of, self.cell_of, arms, provisional)

@@ -255,3 +255,18 @@ def test_a_study_declaration_is_the_sweeps_hooks():
   lrs = {("softmax", 64): 1e-3, ("gla", 64): None}
   assert protocol.at_rates((0,), [("softmax", 32), ("gla", 32)], lrs, point, lambda arm, w: (arm, 64)) == [
       point("softmax", 32, 1e-3, 0)]
+
+
+def test_a_studys_chosen_rows_use_its_arm_and_cell():
+  study, point = _study(arm_of=lambda r: r["_arm"], cell_of=lambda r: r["_overrides"]["model.d_model"])
+  acc = {("softmax", 1e-3): 0.9, ("softmax", 3e-3): 0.5, ("gla", 1e-3): 0.5, ("gla", 3e-3): 0.8}
+  row = lambda p, value: {"_overrides": dict(p), "status": "ok", "accuracy": value, "_arm": p.arm}
+  rows = [row(p, acc[p.arm, p["train.learning_rate"]]) for p in study.get_sweep() if p["model.d_model"] == 32]
+  rows += [row(point("softmax", 32, 1e-3, 1), 0.8), row(point("softmax", 64, 1e-3, 1), 0.8)]   # 64: no pilot
+  kept = lambda *a, **kw: [(r["_arm"], r["_overrides"]["train.learning_rate"], r["_overrides"]["seed"])
+                           for r in study.chosen(rows, *a, **kw)]
+  assert kept() == [("softmax", 1e-3, 0), ("softmax", 1e-3, 1)]     # gla's step past the edge is pending
+  assert kept(provisional=True) == [("softmax", 1e-3, 0), ("gla", 3e-3, 0), ("softmax", 1e-3, 1)]
+  assert kept(provisional=True, arms=("gla",)) == [("gla", 3e-3, 0)]
+  by_label, _ = _study()     # default arm_of: the point's '_arm'; default cell: one rate per arm (none tuned)
+  assert by_label.chosen(rows) == []
