@@ -117,10 +117,6 @@ def get_extra_commands(arg: str = ""):
   return out
 
 
-# One row per (point, evaluation length): 'eval_seq_len' and its 'bits_per_byte' (the plots, length_check.py).
-by_length = tables.by_length
-
-
 # arms left out of the zoomed length plot: they lose 0.7 (deltanet) and 3.7 (softmax) bits/byte by T=8,192
 ZOOM_LEFT_OUT = ("softmax", "deltanet")
 
@@ -141,9 +137,9 @@ def get_plots(arg: str = ""):
        "xlabel": "position in the context (bytes)", "ylabel": "validation loss (nats/byte)"},
       {"kind": "xy", "x": label, "y": "bits_per_byte", "select": chosen, "file": "bits_per_byte.png",
        "title": "Shakespeare: validation bits/byte", "xlabel": "mixer (arm)"},
-      {**lengths, "select": lambda rows: by_length(chosen(rows)), "file": "bits_per_byte_vs_length.png",
+      {**lengths, "select": lambda rows: tables.by_length(chosen(rows)), "file": "bits_per_byte_vs_length.png",
        "title": "Shakespeare: trained at T={data.seq_len}, evaluated at longer T"},
-      {**lengths, "select": lambda rows: [r for r in by_length(chosen(rows)) if label(r) not in ZOOM_LEFT_OUT],
+      {**lengths, "select": lambda rows: [r for r in tables.by_length(chosen(rows)) if label(r) not in ZOOM_LEFT_OUT],
        "file": "bits_per_byte_vs_length_zoom.png",
        "title": f"the same without {' and '.join(ZOOM_LEFT_OUT)} (their rise hides the others' changes)"},
   ]
@@ -155,13 +151,14 @@ def load_rows(workdir: str) -> list[dict]:
   return tables.study_rows(here, workdir, "stage=main", extra_commands=get_extra_commands("stage=main"))
 
 
-def _width(rows, arm):
-  widths = {r["_overrides"]["model.d_model"] for r in rows if label(r) == arm}
-  return min(widths) if widths else None
+def _widths(rows) -> list[tuple[str, int | None]]:
+  """(arm, the narrowest width its rows have; None without rows) per arm of DEFAULT_ARMS."""
+  return [(a, min((r["_overrides"]["model.d_model"] for r in rows if label(r) == a), default=None))
+          for a in DEFAULT_ARMS]
 
 
 def pilot_table(rows) -> str:
-  return tables.pilot_table(TUNING, rows, [(a, _width(rows, a)) for a in DEFAULT_ARMS],
+  return tables.pilot_table(TUNING, rows, _widths(rows),
                             lambda r: tables.fmt(float(r["bits_per_byte"])),
                             lambda arm, w: (arm, tables.MISSING if w is None else w), ("arm", "width"))
 
@@ -169,25 +166,23 @@ def pilot_table(rows) -> str:
 def cells(rows) -> list[tables.Cell]:
   """A Cell (width, chosen rate, finished rows at it sorted by seed) per arm whose rate is decided, sorted by mean
   bits/byte."""
-  keys = [(a, w) for a in DEFAULT_ARMS if (w := _width(rows, a)) is not None]
+  keys = [(a, w) for a, w in _widths(rows) if w is not None]
   mean = lambda c: sum(tables.values(c.rows, "bits_per_byte")) / len(c.rows) if c.rows else 1e9
   return sorted(tables.cells(TUNING, rows, keys, "bits_per_byte", point), key=mean)
 
 
 def main_table(cs, seeds: int = SEEDS) -> str:
-  first = lambda c, key: f"{int(c.rows[0][key]):,}" if c.rows and key in c.rows[0] else tables.MISSING
+  first = lambda c, key: tables.first_count(c.rows, key)
   kv = lambda c: f" (KV cache, T={c.rows[0]['_config'].get('data.seq_len')})" if c.arm == "softmax" and c.rows else ""
   means = lambda c, key, digits: tables.mean_std(tables.values(c.rows, key), digits, std=False)
-  at = lambda c, span: [v for v in (tables.position_loss(r, span) for r in c.rows) if v is not None]
-  pos = lambda c: (f"{tables.mean_std(at(c, EARLY), std=False)} → {tables.mean_std(at(c, LATE), std=False)}"
-                   if at(c, EARLY) and at(c, LATE) else tables.MISSING)
   return tables.columns(cs, [
       ("arm", lambda c: c.arm), ("width", lambda c: c.key), ("params", lambda c: first(c, "num_params")),
       ("state (floats/seq)", lambda c: first(c, "state_size") + kv(c)), ("lr", lambda c: f"{c.lr:g}"),
       *tables.seed_columns(lambda c: tables.values(c.rows, "bits_per_byte"), seeds, "bits/byte"),
       ("train tokens/s", lambda c: means(c, "tokens_per_sec", 0)),
       ("decode ms/token", lambda c: means(c, "decode_ms_per_token", 3)),
-      (f"loss at positions {EARLY[0]}–{EARLY[1]} → {LATE[0]}–{LATE[1]}", pos)])
+      (f"loss at positions {EARLY[0]}–{EARLY[1]} → {LATE[0]}–{LATE[1]}",
+       lambda c: tables.early_to_late(c.rows, EARLY, LATE))])
 
 
 def spread_table(cs) -> str:
@@ -201,7 +196,7 @@ def length_table(cs) -> str:
 def length_by_rate_table(rows) -> str:
   """Seed 0's change from T=128 to the longest evaluation length at every pilot rate run (how the length
   behaviour depends on the training, e.g. how far S4D's step sizes moved from their slow initialization)."""
-  return tables.length_change_by_rate(TUNING, rows, [(a, _width(rows, a)) for a in DEFAULT_ARMS])
+  return tables.length_change_by_rate(TUNING, rows, _widths(rows))
 
 
 def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
@@ -209,7 +204,7 @@ def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
   from the points in `workdir` once those of `archive_dir` ('' = none) are restored into it."""
   rows = tables.restored(load_rows, workdir, archive_dir)
   cs = cells(rows)
-  ts = sorted({int(r["eval_seq_len"]) for c in cs for r in by_length(c.rows)} - {128})
+  ts = sorted({int(r["eval_seq_len"]) for c in cs for r in tables.by_length(c.rows)} - {128})
   get, over = tables.field, tables.override
   return tables.report(out, [
       ("Pilot (seed 0, validation bits/byte at step 1,200 per learning rate)", pilot_table(rows)),

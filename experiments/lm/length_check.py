@@ -33,6 +33,7 @@ import os
 
 from linear_seq import config_lib
 from linear_seq.studies import protocol
+from linear_seq.studies import tables
 
 STUDY = "lm_length"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -100,6 +101,6 @@ def get_extra_commands(arg: str = ""):
 def get_plots(arg: str = ""):
   del arg
   return [{"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": point_label,
-           "select": lambda rows: _lm().by_length(rows), "logx": 2, "file": "bits_per_byte_vs_length.png",
+           "select": tables.by_length, "logx": 2, "file": "bits_per_byte_vs_length.png",
            "title": "Shakespeare LM trained at T=128 (seed 0): S4D with slow vs fast modes",
            "xlabel": "evaluation length (tokens)", "ylabel": "validation bits/byte"}]

@@ -318,6 +318,20 @@ def rate_table(by_arm_rate: Mapping[tuple[str, float], float], arms: Sequence[st
   return markdown(["arm", *(f"lr {lr:g}" for lr in lrs)], body)
 
 
+def first_count(rows: Iterable[Row], key: str) -> str:
+  """The first row's `key` that is not None, as an integer with thousands separators ('…' without one)."""
+  return next((f"{int(r[key]):,}" for r in rows if r.get(key) is not None), MISSING)
+
+
+def early_to_late(rows: Sequence[Row], early: tuple[int, int], late: tuple[int, int]) -> str:
+  """'2.105 → 1.602': the mean over the rows of their validation loss over context positions `early`, then over
+  `late` (position_loss); '…' while either has no value."""
+  at = lambda span: [v for v in (position_loss(r, span) for r in rows) if v is not None]
+  if not at(early) or not at(late):
+    return MISSING
+  return f"{mean_std(at(early), std=False)} → {mean_std(at(late), std=False)}"
+
+
 def length_change_by_rate(tuning: protocol.Tuning, rows: Iterable[Row], keys: Iterable[tuple[str, Any]],
                           metric: str = "bits_per_byte") -> str:
   """Per (arm, key) of `keys` (an arm once, in order): the change in `metric` of its seed-0 pilot point at every

@@ -222,3 +222,13 @@ def test_report_joins_the_sections_and_writes_the_csv(tmp_path, capsys):
   assert text == "### One\n\n| x |\n\n### Two\n\nt\n" == open(out).read() and text in capsys.readouterr().out
   assert open(tmp_path / "study.csv", newline="").read() == "a\r\n1\r\n"
   assert tables.report("", [("One", "x\n")]) == "### One\n\nx\n"
+
+
+def test_first_count_and_early_to_late(tmp_path):
+  assert tables.first_count([{"n": None}, {"n": 1234.0}], "n") == "1,234" and tables.first_count([], "n") == "…"
+  for name, losses in (("a", [4.0, 2.0, 1.0, 3.0]), ("b", [2.0, 2.0, 3.0, 1.0])):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "position_loss.json").write_text(f'{{"position": [1, 2, 3, 4], "position_loss": {losses}}}')
+  rows = [{"_workdir": str(tmp_path / "a")}, {"_workdir": str(tmp_path / "b")}]
+  assert tables.early_to_late(rows, (1, 2), (3, 4)) == "2.500 → 2.000"
+  assert tables.early_to_late(rows, (1, 2), (5, 6)) == "…"      # no loss at positions 5-6
