@@ -109,12 +109,9 @@ def get_eval_args(arg: str = ""):
 def get_extra_commands(arg: str = ""):
   opts = _opts(arg)
   steps = 4 if opts.get("tiny") else 32
-  out = [(["-m", "linear_seq.studies.speed", "--decode_workdir={workdir}", f"--decode_steps={steps}"], "decode.json")]
-  for t in opts["lengths"]:  # length generalization, from the final checkpoint
-    out.append((["-m", "linear_seq.evaluate", "--workdir={workdir}", f"--config.eval.seq_len={t}",
-                 f"--config.eval.batch_size={8 if opts.get('tiny') else max(1, EVAL_TOKENS // t)}", "--overwrite"],
-                f"eval_validation_T{t}.json"))
-  return out
+  decode = (["-m", "linear_seq.studies.speed", "--decode_workdir={workdir}", f"--decode_steps={steps}"], "decode.json")
+  # length generalization, from the final checkpoint
+  return [decode, *(protocol.length_eval(t, EVAL_TOKENS, bool(opts.get("tiny"))) for t in opts["lengths"])]
 
 
 # arms left out of the zoomed length plot: they lose 0.7 (deltanet) and 3.7 (softmax) bits/byte by T=8,192

@@ -91,9 +91,7 @@ def get_extra_commands(arg: str = ""):
   tiny = _opts(arg).get("tiny")
   lengths = [TINY_LENGTH] if tiny else LENGTHS
   train_len = get_config(arg).data.seq_len
-  out = [(["-m", "linear_seq.evaluate", "--workdir={workdir}", f"--config.eval.seq_len={t}",
-           f"--config.eval.batch_size={8 if tiny else max(1, _lm().EVAL_TOKENS // t)}", "--position_loss",
-           "--overwrite"], f"eval_validation_T{t}.json") for t in lengths]
+  out = [protocol.length_eval(t, _lm().EVAL_TOKENS, bool(tiny), "--position_loss") for t in lengths]
   out.append(([_MEMORY, "--workdir={workdir}", f"--train_len={train_len}", f"--max_lag={max(lengths)}"], "s4_memory.json"))
   return out
 

@@ -368,6 +368,15 @@ def task(preset: str, overrides: Mapping[str, Any] | None = None, tiny: bool = F
   return config if tiny or not overrides else config_lib.apply_overrides(config, dict(overrides))
 
 
+def length_eval(seq_len: int, tokens: int, tiny: bool = False, *flags: str) -> tuple[list[str], str]:
+  """The extra command (get_extra_commands' form) that evaluates a point's final checkpoint at `seq_len`, `tokens`
+  tokens a batch (batch size tokens // seq_len, at least 1; tiny: 8), with evaluate's `flags` (e.g.
+  '--position_loss'), into eval_validation_T<seq_len>.json."""
+  batch = 8 if tiny else max(1, tokens // seq_len)
+  return (["-m", "linear_seq.evaluate", "--workdir={workdir}", f"--config.eval.seq_len={seq_len}",
+           f"--config.eval.batch_size={batch}", *flags, "--overwrite"], f"eval_validation_T{seq_len}.json")
+
+
 def at_rates(seeds_: Iterable[int], cells: Iterable[tuple[str, Any]], lrs: Mapping[tuple[str, Any], float | None],
              make: Callable[[str, Any, float, int], Point],
              rate_key: Callable[[str, Any], tuple[str, Any]] = lambda arm, cell: (arm, cell)) -> list[Point]:

@@ -270,3 +270,12 @@ def test_a_studys_chosen_rows_use_its_arm_and_cell():
   assert kept(provisional=True, arms=("gla",)) == [("gla", 3e-3, 0)]
   by_label, _ = _study()     # default arm_of: the point's '_arm'; default cell: one rate per arm (none tuned)
   assert by_label.chosen(rows) == []
+
+
+def test_length_eval_is_the_evaluate_command_at_a_length():
+  assert protocol.length_eval(512, 8192) == (
+      ["-m", "linear_seq.evaluate", "--workdir={workdir}", "--config.eval.seq_len=512", "--config.eval.batch_size=16",
+       "--overwrite"], "eval_validation_T512.json")
+  command, out = protocol.length_eval(16384, 8192, False, "--position_loss")
+  assert command[-3:] == ["--config.eval.batch_size=1", "--position_loss", "--overwrite"]    # at least 1
+  assert protocol.length_eval(64, 8192, True)[0][4] == "--config.eval.batch_size=8" and out.endswith("T16384.json")
