@@ -217,17 +217,11 @@ def load_rows(task: str, workdir: str) -> list[dict]:
 
 def lm_study_rows(workdir: str) -> list[dict]:
   """The LM study's points of FROM_LM's arms at this study's widths and rates, as this study's rows (its point's
-  overrides, the arm in '_arm', '_from' = 'LM study', the LM study's overrides in '_lm_overrides')."""
+  overrides, the arm in '_arm', '_from' = 'LM study', the LM study's overrides in '_source_overrides')."""
   lm = config_lib.load_module(_LM_STUDY)
-  wanted = [lm.point(FROM_LM[arm], w, lr, seed) for (arm, _), w in widths("task=lm").items() if arm in FROM_LM
-            for lr in rates("task=lm") for seed in range(SEEDS)]
-  rows = tables.rows_of(_LM_STUDY, workdir, wanted, lm.get_config("stage=main"), lm.get_extra_commands(""))
-  inverse = {v: k for k, v in FROM_LM.items()}
-  for r in rows:
-    o = r["_lm_overrides"] = dict(r["_overrides"])
-    r["_arm"], r["_from"] = inverse[lm.label(r)], "LM study"
-    r["_overrides"] = point(r["_arm"], o["model.d_model"], o["train.learning_rate"], o["seed"])
-  return rows
+  wanted = [(lm.point(FROM_LM[arm], w, lr, seed), point(arm, w, lr, seed)) for (arm, _), w in widths("task=lm").items()
+            if arm in FROM_LM for lr in rates("task=lm") for seed in range(SEEDS)]
+  return tables.borrowed_rows(_LM_STUDY, workdir, wanted, "LM study", "stage=main")
 
 
 def pilot_table(rows, task: str) -> str:

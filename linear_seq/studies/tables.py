@@ -65,6 +65,23 @@ def rows_of(config: str, workdir: str, overrides: Iterable[dict], base, extra_co
   return collect.collect([p for p in made if os.path.isdir(p.workdir)])
 
 
+def borrowed_rows(config: str, workdir: str, points: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+                  source: str, arg: str = "") -> list[Row]:
+  """Another study's rows as this study's: `points` pairs each point of that study (`config`, its options `arg`;
+  its sweep directory `workdir`) with this study's point for the same run. Those that have a sub-workdir come back
+  with this study's overrides, its arm in '_arm' (a protocol.Point's), '_from' = `source` and their own
+  overrides in '_source_overrides'."""
+  module = config_lib.load_module(config)
+  ours = {protocol.key(theirs): mine for theirs, mine in points}
+  extra = sweep.call_hook(module, "get_extra_commands", arg=arg) or ()
+  rows = rows_of(config, workdir, [theirs for theirs, _ in points], module.get_config(arg), extra)
+  for r in rows:
+    mine = ours[protocol.key(r["_overrides"])]
+    r["_source_overrides"], r["_overrides"] = dict(r["_overrides"]), mine
+    r["_arm"], r["_from"] = getattr(mine, "arm", ""), source
+  return rows
+
+
 def unique_ok(rows: Iterable[Row]) -> list[Row]:
   """The finished rows, each point once (by name), in order."""
   out, seen = [], set()

@@ -10,6 +10,7 @@ from scipy import stats
 
 from linear_seq.studies import archive
 from linear_seq.studies import protocol
+from linear_seq.studies import sweep
 from linear_seq.studies import tables
 from tests.helpers import REPO
 
@@ -232,3 +233,19 @@ def test_first_count_and_early_to_late(tmp_path):
   rows = [{"_workdir": str(tmp_path / "a")}, {"_workdir": str(tmp_path / "b")}]
   assert tables.early_to_late(rows, (1, 2), (3, 4)) == "2.500 → 2.000"
   assert tables.early_to_late(rows, (1, 2), (5, 6)) == "…"      # no loss at positions 5-6
+
+
+def test_borrowed_rows_are_another_studys_points_as_this_studys(tmp_path):
+  """borrowed_rows: the other study's points that have a sub-workdir, with this study's overrides and arm, the
+  source named and their own overrides kept; a point that has not run is left out."""
+  other = tmp_path / "other.py"
+  other.write_text("from linear_seq.studies import protocol\n"
+                   "def get_config(arg=''):\n  return protocol.task('mqar.py', tiny=True)\n")
+  theirs = [{"model.d_model": 16, "seed": s} for s in (0, 1)]
+  mine = [protocol.point({"x": {"model.num_layers": 2}}, "x", {"model.d_model": 16}, None, s) for s in (0, 1)]
+  ran = tmp_path / "runs" / sweep.point_name(theirs[0])
+  ran.mkdir(parents=True)
+  (ran / "eval.json").write_text('{"accuracy": 0.5, "step": 1}')
+  rows = tables.borrowed_rows(str(other), str(tmp_path / "runs"), list(zip(theirs, mine)), "the other study")
+  assert [(r["_overrides"], r["_arm"], r["_from"], r["_source_overrides"], r["accuracy"]) for r in rows] == [
+      (mine[0], "x", "the other study", theirs[0], 0.5)]
