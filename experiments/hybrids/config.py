@@ -150,7 +150,8 @@ def _seeds(rows, opts: dict, lrs: dict) -> list[dict]:
 # listed by depth) and the other seeds. get_followup_sweep(rows, arg, provisional=True) (the tables, not the
 # sweep): the seeds of an arm whose step past the edge has not finished are listed at its grid's best rate.
 SWEEP = protocol.Study(_opts, _tuning, keys=_keys, tiny=lambda arm: {**_arm(arm), "seed": 0}, stages={"main": _seeds},
-                       plan_keys=lambda opts: [(a, w) for (a, _), w in widths(opts["arg"]).items()])
+                       plan_keys=lambda opts: [(a, w) for (a, _), w in widths(opts["arg"]).items()], arm_of=arm_of,
+                       cell_of=lambda r: r["_overrides"].get("model.d_model"))
 get_sweep = SWEEP.get_sweep
 get_followup_sweep = SWEEP.get_followup_sweep
 
@@ -159,8 +160,7 @@ def chosen(rows, arg: str = "") -> list[dict]:
   """The rows at their arm's chosen rate (what the plots compare; the grid's best while the step past its edge
   has not finished, as in the tables), in ARMS' order (the plots' x axis); rows without a rate (tiny=True) are
   kept."""
-  out = tuning(arg).chosen(rows, arm_of, lambda r: r["_overrides"].get("model.d_model"), provisional=True)
-  order = list(ARMS)
+  out, order = SWEEP.chosen(rows, arg, provisional=True), list(ARMS)
   return sorted(out, key=lambda r: order.index(arm_of(r)) if arm_of(r) in order else len(order))
 
 
@@ -241,7 +241,7 @@ def cells(rows, task: str) -> dict[str, tables.Cell]:
 
 
 def main_table(cs: dict, task: str) -> str:
-  first = lambda c, key: f"{int(c.rows[0][key]):,}" if c.rows and key in c.rows[0] else tables.MISSING
+  first = lambda c, key: tables.first_count(c.rows, key)
   return tables.columns(cs.values(), [
       ("arm", lambda c: c.arm + (" ‡" if any(r.get("_from") for r in c.rows) else "")),
       ("layers", lambda c: num_layers(c.arm)), ("width", lambda c: c.key), ("params", lambda c: first(c, "num_params")),
@@ -274,7 +274,7 @@ def write(workdir: str, archive_dir: str | dict = "", out: str = "", plots_dir: 
   into `plots_dir` ('' = none) from the same rows, the LM study's included; the sweep directories are WORKDIRS
   under `workdir`, into which the points folders `archive_dir` names (ARCHIVE's form; '' = none) are restored."""
   tables.restore_archives(archive_dir, workdir)
-  text = ""
+  parts = []
   for task in TASKS:
     rows, note = load_rows(task, os.path.join(workdir, WORKDIRS[task])), ""
     if task == "lm":
@@ -286,10 +286,10 @@ def write(workdir: str, archive_dir: str | dict = "", out: str = "", plots_dir: 
     if plots_dir:
       os.makedirs(plots_dir, exist_ok=True)
       plots.draw(get_plots(f"task={task}"), rows, plots_dir)
-    text += (f"## {TITLES[task]}\n\n### Learning-rate pilot (seed 0)\n\n" + pilot_table(rows, task) +
-             "\n### Each arm at its chosen rate\n\n" + main_table(cs, task) + note +
-             "\n### Hybrids against the pure models of their depth (+ = the hybrid is better)\n\n" +
-             gap_table(cs, task) + "\n")
-  text += ("## MQAR check: layer order and training length (width 32; evaluation accuracy during training)\n\n"
-           + check_table(check_rows(os.path.join(workdir, WORKDIRS["check"]))) + "\n")
-  return common.emit_markdown(text, out)
+    parts.append((TITLES[task], tables.sections([
+        ("Learning-rate pilot (seed 0)", pilot_table(rows, task)),
+        ("Each arm at its chosen rate", main_table(cs, task) + note),
+        ("Hybrids against the pure models of their depth (+ = the hybrid is better)", gap_table(cs, task))])))
+  parts.append(("MQAR check: layer order and training length (width 32; evaluation accuracy during training)",
+                check_table(check_rows(os.path.join(workdir, WORKDIRS["check"])))))
+  return common.emit_markdown(tables.sections(parts, level=2) + "\n", out)

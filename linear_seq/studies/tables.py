@@ -429,12 +429,17 @@ def rows_csv(out: str, spec: Sequence[Column], rows: Iterable[Row]) -> str | Non
   return None
 
 
-def report(out: str, sections: Sequence[tuple[str, str]], rows: Iterable[Row] = (), csv_spec: Sequence[Column] = ()
+def sections(parts: Iterable[tuple[str, str]], level: int = 3) -> str:
+  """Markdown sections: each a heading at `level` ('### heading'), a blank line and its newline-terminated text;
+  one blank line between them."""
+  return "\n".join(f"{'#' * level} {heading}\n\n{text}" for heading, text in parts)
+
+
+def report(out: str, parts: Sequence[tuple[str, str]], rows: Iterable[Row] = (), csv_spec: Sequence[Column] = ()
            ) -> str:
-  """A study's tables: each section '### heading', a blank line and its (newline-terminated) table, one blank line
-  between sections, printed and written to `out` ('' = print only); with `csv_spec`, `rows` as CSV beside it
-  (rows_csv). Returns the markdown."""
-  text = common.emit_markdown("\n".join(f"### {heading}\n\n{table}" for heading, table in sections), out)
+  """A study's tables: its (heading, table) parts as '###' sections, printed and written to `out` ('' = print
+  only); with `csv_spec`, `rows` as CSV beside it (rows_csv). Returns the markdown."""
+  text = common.emit_markdown(sections(parts), out)
   if csv_spec:
     rows_csv(out, csv_spec, rows)
   return text

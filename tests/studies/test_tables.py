@@ -223,6 +223,7 @@ def test_report_joins_the_sections_and_writes_the_csv(tmp_path, capsys):
   assert text == "### One\n\n| x |\n\n### Two\n\nt\n" == open(out).read() and text in capsys.readouterr().out
   assert open(tmp_path / "study.csv", newline="").read() == "a\r\n1\r\n"
   assert tables.report("", [("One", "x\n")]) == "### One\n\nx\n"
+  assert tables.sections([("A", "a\n"), ("B", "b\n")], level=2) == "## A\n\na\n\n## B\n\nb\n"
 
 
 def test_first_count_and_early_to_late(tmp_path):
