@@ -11,7 +11,6 @@ import functools
 import os
 
 from linear_seq import config_lib
-from linear_seq.studies import common
 from linear_seq.studies import protocol
 from linear_seq.studies import tables
 
@@ -201,8 +200,7 @@ def grid(rows, hard: bool) -> list[tables.Cell]:
 def grid_table(cells, seeds: int = len(SEEDS)) -> str:
   """The grid's cells: state size, each of `seeds` seeds' accuracy, mean ± std, seeds reaching THRESHOLD and the
   first step each reached it."""
-  size = lambda c: next((f"{int(r['state_size']):,}" for r in c.rows if r.get("state_size") is not None),
-                        tables.MISSING)
+  size = lambda c: tables.first_count(c.rows, "state_size")
   first = lambda r: tables.first_step(r, THRESHOLD)
   steps = lambda c: " / ".join("—" if t is None else str(t) for t in map(first, c.rows))
   return tables.columns(cells, [
@@ -237,22 +235,21 @@ def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
   """Prints and returns the tables (writes them to `out`, every finished point as a row of the .csv beside it),
   from the points in `workdir` once those of `archive_dir` ('' = none) are restored into it."""
   rows = tables.restored(load_rows, workdir, archive_dir)
-  rising = "; ↑ = still rising)\n\n"
-  text = common.emit_markdown(
-      "### Pilot (width 64, (64, 4), seed 0" + rising + pilot_table(rows) +
-      "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +
-      f"\n### Hard point (T=128, 8 kv pairs, {HARD_STEPS:,} steps)\n\n" +
-      grid_table(grid(rows, hard=True), len(HARD_SEEDS)) +
-      f"\n### Learning-rate check at width {CHECK_WIDTH} (seed 0; arms below 0.5 there and ≥ 0.9 at width 64"
-      + rising + lrcheck_table(rows) + "\n### Seed check (a cell with one seed ≥ 0.9 and another below 0.5: the "
-      f"failing seed at each rate, and at the chosen rate for {SEEDCHECK_STEPS:,} steps" + rising +
-      seedcheck_table(rows) + "\n### Seed check, hard point (T=128, 8 kv pairs: the same check on the hard grid, "
-      f"its rates at {HARD_STEPS:,} steps" + rising + seedcheck_table(rows, hard=True), out)
+  rising = "; ↑ = still rising)"
   config, over = tables.config_value, tables.override
-  tables.rows_csv(out, [
+  return tables.report(out, [
+      ("Pilot (width 64, (64, 4), seed 0" + rising, pilot_table(rows)),
+      ("Main point (T=64, 4 kv pairs, 1,500 steps)", grid_table(grid(rows, hard=False))),
+      (f"Hard point (T=128, 8 kv pairs, {HARD_STEPS:,} steps)", grid_table(grid(rows, hard=True), len(HARD_SEEDS))),
+      (f"Learning-rate check at width {CHECK_WIDTH} (seed 0; arms below 0.5 there and ≥ 0.9 at width 64" + rising,
+       lrcheck_table(rows)),
+      ("Seed check (a cell with one seed ≥ 0.9 and another below 0.5: the failing seed at each rate, and at the "
+       f"chosen rate for {SEEDCHECK_STEPS:,} steps" + rising, seedcheck_table(rows)),
+      ("Seed check, hard point (T=128, 8 kv pairs: the same check on the hard grid, its rates at "
+       f"{HARD_STEPS:,} steps" + rising, seedcheck_table(rows, hard=True))],
+      [r for r in rows if r.get("status") == "ok"], [
       ("arm", arm_of), ("seq_len", config("data.seq_len")), ("num_kv_pairs", config("data.num_kv_pairs")),
       ("width", over("model.d_model")), ("lr", over("train.learning_rate")), ("seed", over("seed")),
       ("steps", config("train.num_steps")), ("state_size", tables.field("state_size")),
       ("accuracy", tables.field("accuracy")), (f"first_step_{THRESHOLD}", lambda r: tables.first_step(r, THRESHOLD)),
-      ("wall_time_s", tables.field("wall_time"))], [r for r in rows if r.get("status") == "ok"])
-  return text
+      ("wall_time_s", tables.field("wall_time"))])
