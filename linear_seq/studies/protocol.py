@@ -402,7 +402,8 @@ class Study:
   tuning: the Tuning (its rule, and the pilot point of (arm, cell, rate)), or opts -> it where options set it.
   keys(opts) -> the tuned (arm, cell) pairs, in the pilot's order; plan_keys(opts) (default keys): the order
     the steps past the edge are listed in.
-  tiny(arm) -> the arm's tiny=True point (the only point of a tiny sweep: no rates, no follow-ups).
+  tiny(arm) -> the arm's tiny=True point (the only point of a tiny sweep: no rates, no follow-ups); a study that
+    declares none runs tiny=True through its rule and stages like any options (its options make them small).
   point(arm, cell, rate, seed) -> a point of the study (each_seed's).
   stages: {stage: fn(rows, opts, lrs) -> its points} with lrs = {(arm, cell): rate, None until known}; a stage
     mapped to None is the pilot alone; a stage not named runs each_seed.
@@ -414,7 +415,7 @@ class Study:
   options: Callable[[str], dict]
   tuning: Tuning | Callable[[dict], Tuning]
   keys: Callable[[dict], list[tuple[str, Hashable]]]
-  tiny: Callable[[str], dict]
+  tiny: Callable[[str], dict] | None = None
   point: Callable[[str, Any, float, int], Point] | None = None
   stages: Mapping[str, Stage | None] = dataclasses.field(default_factory=dict)
   plan_keys: Callable[[dict], list[tuple[str, Hashable]]] | None = None
@@ -433,7 +434,7 @@ class Study:
   def get_sweep(self, arg: str = "") -> list[dict]:
     """The pilot's points (every stage starts from them: they choose each arm's rate); tiny: the tiny points."""
     opts = self.options(arg)
-    if opts.get("tiny"):
+    if opts.get("tiny") and self.tiny is not None:
       return [self.tiny(a) for a in opts["arms"]]
     tuning = self.tuned(opts)
     return [tuning.pilot(arm, cell, lr) for arm, cell in self.keys(opts) for lr in tuning.rule.grid]
@@ -442,7 +443,7 @@ class Study:
     """The steps past the grid's edge still to run, then the stage's points at the chosen rates (provisional, for
     a table: the grid's best while a step is pending)."""
     opts = self.options(arg)
-    if opts.get("tiny"):
+    if opts.get("tiny") and self.tiny is not None:
       return []
     lrs, edges = self.tuned(opts).plan(rows, (self.plan_keys or self.keys)(opts), provisional, self.pilot_todo)
     name = opts.get("stage", "main")

@@ -1,5 +1,6 @@
 """linear_seq.studies.protocol: the learning-rate rule (edges, condition, ties, failures, directions), the point
 that carries its arm, seeds' one spec, the bounded replay of follow-up rounds, and a task from a preset."""
+import dataclasses
 import math
 import os
 
@@ -279,3 +280,13 @@ def test_length_eval_is_the_evaluate_command_at_a_length():
   command, out = protocol.length_eval(16384, 8192, False, "--position_loss")
   assert command[-3:] == ["--config.eval.batch_size=1", "--position_loss", "--overwrite"]    # at least 1
   assert protocol.length_eval(64, 8192, True)[0][4] == "--config.eval.batch_size=8" and out.endswith("T16384.json")
+
+
+def test_a_study_without_tiny_points_runs_tiny_through_its_rule():
+  study, point = _study()
+  plain = dataclasses.replace(study, tiny=None)
+  assert plain.get_sweep("tiny=True") == study.get_sweep() != study.get_sweep("tiny=True")
+  rows = [{"_overrides": dict(p), "status": "ok", "accuracy": 0.5} for p in study.get_sweep()]   # ties: 1e-3
+  assert plain.get_followup_sweep(rows, "tiny=True,seeds=1") == [point(a, w, 1e-3, 0) for a in ("softmax", "gla")
+                                                                 for w in (32, 64)]
+  assert study.get_followup_sweep(rows, "tiny=True,seeds=1") == []
