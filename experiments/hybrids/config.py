@@ -56,17 +56,15 @@ TINY_ARMS = ("gla-softmax", "softmax2")
 
 
 def _opts(arg: str) -> dict:
-  opts = config_lib.parse_options(arg, OPTIONS)
+  opts = protocol.options(arg, OPTIONS, ARMS, DEFAULT_ARMS, TINY_ARMS, SEEDS)
   task = protocol.choice(opts, "task", TASKS, "mqar")
-  names = protocol.arm_labels(opts, ARMS, DEFAULT_ARMS, TINY_ARMS)
-  seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
   steps = protocol.numbers(opts, "steps", [None])[0]
   edge = opts.get("edge", True)
   if not isinstance(edge, bool):
     raise ValueError(f"edge must be True or False, got {edge!r}")
   lrs = protocol.numbers(opts, "lrs", LRS[task], float)
   # "arg": the option string itself (widths(arg) is cached by it)
-  return {**opts, "arg": arg, "task": task, "arms": names, "seeds": seeds, "lrs": lrs, "edge": edge,
+  return {**opts, "arg": arg, "task": task, "lrs": lrs, "edge": edge,
           "widths": protocol.numbers(opts, "widths", REFERENCE_WIDTHS[task]), "steps": steps}
 
 

@@ -62,14 +62,11 @@ def label(row: dict) -> str:
 
 
 def _opts(arg: str) -> dict:
-  opts = config_lib.parse_options(arg, OPTIONS)
-  stage = protocol.choice(opts, "stage", STAGES, "main")
-  seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
-  names = protocol.arm_labels(opts, ARMS, DEFAULT_ARMS, TINY_ARMS)
+  opts = protocol.options(arg, OPTIONS, ARMS, DEFAULT_ARMS, TINY_ARMS, SEEDS, STAGES)
   lengths = () if opts.get("lengths") == "" else protocol.numbers(opts, "lengths", LENGTHS)
   if opts.get("tiny") and "lengths" not in opts:
     lengths = (TINY_LENGTH,)
-  return {**opts, "stage": stage, "seeds": seeds, "arms": names, "lengths": lengths}
+  return {**opts, "lengths": lengths}
 
 
 @functools.lru_cache(maxsize=None)

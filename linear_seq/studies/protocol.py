@@ -139,6 +139,19 @@ def seeds(value: int | str | Sequence[int], within: Sequence[int] | None = None,
   return out
 
 
+def options(arg: str, keys: Sequence[str], arms_: Mapping[str, Any], default_arms: Sequence[str] | None = None,
+            tiny_arms: Sequence[str] = (), default_seeds: int | str = 1, stages: Sequence[str] = ()) -> dict:
+  """A study's options (config_lib.parse_options of `arg` over `keys`) with the common ones resolved: with
+  `stages`, 'stage' (one of them, default 'main'); 'seeds' (protocol.seeds: a count or the seeds, default
+  `default_seeds`); 'arms' (arm_labels of `arms_`)."""
+  opts = config_lib.parse_options(arg, keys)
+  if stages:
+    opts["stage"] = choice(opts, "stage", stages, "main")
+  opts["seeds"] = seeds(opts.get("seeds", default_seeds))
+  opts["arms"] = arm_labels(opts, arms_, default_arms, tiny_arms)
+  return opts
+
+
 def numbers(opts: Mapping[str, Any], key: str, default: Sequence[float], kind: Callable[[str], float] = int,
             allowed: Sequence[float] | None = None, where: str = "this stage") -> tuple:
   """A config option of '+'-joined positive numbers (widths=64+128 -> (64, 128)); `default` when absent. With

@@ -290,3 +290,14 @@ def test_a_study_without_tiny_points_runs_tiny_through_its_rule():
   assert plain.get_followup_sweep(rows, "tiny=True,seeds=1") == [point(a, w, 1e-3, 0) for a in ("softmax", "gla")
                                                                  for w in (32, 64)]
   assert study.get_followup_sweep(rows, "tiny=True,seeds=1") == []
+
+
+def test_a_studys_common_options():
+  opts = protocol.options("arms=gla+softmax,seeds=0+2,stage=pilot", ("arms", "seeds", "stage", "tiny"), ARMS,
+                          stages=("pilot", "main"))
+  assert (opts["arms"], opts["seeds"], opts["stage"]) == (["gla", "softmax"], (0, 2), "pilot")
+  opts = protocol.options("", ("arms", "seeds", "tiny"), ARMS, ["softmax"], default_seeds=3)
+  assert (opts["arms"], opts["seeds"], "stage" in opts) == (["softmax"], (0, 1, 2), False)
+  assert protocol.options("tiny=True", ("tiny",), ARMS, tiny_arms=("gla",))["arms"] == ["gla"]
+  with pytest.raises(ValueError, match="unknown stage 'x'"):
+    protocol.options("stage=x", ("stage",), ARMS, stages=("main",))
