@@ -37,6 +37,13 @@ def _opts(arg: str) -> dict:
           "tuning": protocol.Tuning(TINY_RULE if tiny else RULE, lambda arm, _, lr: point(arm, lr, 0))}
 
 
+def _seeds(rows, opts: dict, lrs: dict) -> list[protocol.Point]:
+  """Seeds 1.. at each arm's rate, seed-major (seed 0's point is its pilot point)."""
+  del rows
+  make = lambda arm, _, lr, seed: point(arm, lr, seed)
+  return protocol.at_rates(opts["seeds"][1:], [(a, None) for a in opts["arms"]], lrs, make)
+
+
 def point(arm: str, lr: float, seed: int) -> protocol.Point:
   return protocol.point(ARMS, arm, {"model.d_model": WIDTH}, lr, seed)
 
@@ -46,24 +53,15 @@ def get_config(arg: str = ""):
   return config_lib.load_config(f"{TASK}:tiny=True" if _opts(arg)["tiny"] else TASK)
 
 
-def get_sweep(arg: str = ""):
-  """Seed 0 of every arm at every rate of the grid (the pilot)."""
-  opts = _opts(arg)
-  return [point(a, lr, 0) for a in opts["arms"] for lr in opts["tuning"].rule.grid]
-
-
-def get_followup_sweep(rows, arg: str = ""):
-  """The steps past the grid's edge still needed, then the other seeds at each arm's rate, seed-major."""
-  opts = _opts(arg)
-  lrs, todo = opts["tuning"].plan(rows, [(a, None) for a in opts["arms"]])
-  return todo + protocol.seed_major(opts["seeds"][1:], opts["arms"],
-                                    lambda s, a: None if lrs[a, None] is None else point(a, lrs[a, None], s))
+# The sweep's hooks: seed 0 of every arm at every rate of the grid (the pilot); then the steps past the grid's
+# edge still needed, then the other seeds at each arm's rate (tiny=True: the same on TINY_RULE's one rate).
+SWEEP = protocol.Study(_opts, lambda opts: opts["tuning"], keys=lambda opts: [(a, None) for a in opts["arms"]],
+                       stages={"main": _seeds})
+get_sweep, get_followup_sweep = SWEEP.get_sweep, SWEEP.get_followup_sweep
 
 
 def get_plots(arg: str = ""):
-  opts = _opts(arg)
-  chosen = lambda rows: [r for r in rows if r["_overrides"].get("train.learning_rate") == opts["tuning"].lr(
-      rows, protocol.arm_of(r), None)]
+  chosen = lambda rows: SWEEP.chosen(rows, arg)   # each arm's rows at its rate
   return [{"kind": "xy", "x": protocol.arm_of, "y": "accuracy", "select": chosen, "file": "accuracy_by_arm.png",
            "title": "MQAR: accuracy by decay, each arm at its own rate", "xlabel": "arm"}]
 
@@ -79,10 +77,8 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
   body, per_arm = [], {}
   for arm in opts["arms"]:
     lr = opts["tuning"].lr(rows, arm)
-    cell_rows = [r for r in tables.ok(rows, "accuracy") if lr is not None and dict(r["_overrides"]) == point(arm, lr, r[
-        "_overrides"]["seed"])]
-    per_arm[arm] = [float(r["accuracy"]) for r in sorted(cell_rows, key=lambda r: r["_overrides"]["seed"])]
-    accs = per_arm[arm]
+    mine = [] if lr is None else tables.cell_rows(rows, "accuracy", lambda seed: point(arm, lr, seed))
+    accs = per_arm[arm] = tables.values(mine, "accuracy")
     body.append([arm, "…" if lr is None else f"{lr:g}", tables.per_seed(accs, len(opts["seeds"])),
                  tables.mean_std(accs), f"{sum(a >= THRESHOLD for a in accs)}/{len(accs)}"])
   text += "\n### Each arm at its rate\n\n" + tables.markdown(

@@ -56,17 +56,15 @@ TINY_ARMS = ("gla-softmax", "softmax2")
 
 
 def _opts(arg: str) -> dict:
-  opts = config_lib.parse_options(arg, OPTIONS)
+  opts = protocol.options(arg, OPTIONS, ARMS, DEFAULT_ARMS, TINY_ARMS, SEEDS)
   task = protocol.choice(opts, "task", TASKS, "mqar")
-  names = protocol.arm_labels(opts, ARMS, DEFAULT_ARMS, TINY_ARMS)
-  seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
   steps = protocol.numbers(opts, "steps", [None])[0]
   edge = opts.get("edge", True)
   if not isinstance(edge, bool):
     raise ValueError(f"edge must be True or False, got {edge!r}")
   lrs = protocol.numbers(opts, "lrs", LRS[task], float)
   # "arg": the option string itself (widths(arg) is cached by it)
-  return {**opts, "arg": arg, "task": task, "arms": names, "seeds": seeds, "lrs": lrs, "edge": edge,
+  return {**opts, "arg": arg, "task": task, "lrs": lrs, "edge": edge,
           "widths": protocol.numbers(opts, "widths", REFERENCE_WIDTHS[task]), "steps": steps}
 
 
@@ -150,7 +148,8 @@ def _seeds(rows, opts: dict, lrs: dict) -> list[dict]:
 # listed by depth) and the other seeds. get_followup_sweep(rows, arg, provisional=True) (the tables, not the
 # sweep): the seeds of an arm whose step past the edge has not finished are listed at its grid's best rate.
 SWEEP = protocol.Study(_opts, _tuning, keys=_keys, tiny=lambda arm: {**_arm(arm), "seed": 0}, stages={"main": _seeds},
-                       plan_keys=lambda opts: [(a, w) for (a, _), w in widths(opts["arg"]).items()])
+                       plan_keys=lambda opts: [(a, w) for (a, _), w in widths(opts["arg"]).items()], arm_of=arm_of,
+                       cell_of=lambda r: r["_overrides"].get("model.d_model"))
 get_sweep = SWEEP.get_sweep
 get_followup_sweep = SWEEP.get_followup_sweep
 
@@ -159,8 +158,7 @@ def chosen(rows, arg: str = "") -> list[dict]:
   """The rows at their arm's chosen rate (what the plots compare; the grid's best while the step past its edge
   has not finished, as in the tables), in ARMS' order (the plots' x axis); rows without a rate (tiny=True) are
   kept."""
-  out = tuning(arg).chosen(rows, arm_of, lambda r: r["_overrides"].get("model.d_model"), provisional=True)
-  order = list(ARMS)
+  out, order = SWEEP.chosen(rows, arg, provisional=True), list(ARMS)
   return sorted(out, key=lambda r: order.index(arm_of(r)) if arm_of(r) in order else len(order))
 
 
@@ -217,17 +215,11 @@ def load_rows(task: str, workdir: str) -> list[dict]:
 
 def lm_study_rows(workdir: str) -> list[dict]:
   """The LM study's points of FROM_LM's arms at this study's widths and rates, as this study's rows (its point's
-  overrides, the arm in '_arm', '_from' = 'LM study', the LM study's overrides in '_lm_overrides')."""
+  overrides, the arm in '_arm', '_from' = 'LM study', the LM study's overrides in '_source_overrides')."""
   lm = config_lib.load_module(_LM_STUDY)
-  wanted = [lm.point(FROM_LM[arm], w, lr, seed) for (arm, _), w in widths("task=lm").items() if arm in FROM_LM
-            for lr in rates("task=lm") for seed in range(SEEDS)]
-  rows = tables.rows_of(_LM_STUDY, workdir, wanted, lm.get_config("stage=main"), lm.get_extra_commands(""))
-  inverse = {v: k for k, v in FROM_LM.items()}
-  for r in rows:
-    o = r["_lm_overrides"] = dict(r["_overrides"])
-    r["_arm"], r["_from"] = inverse[lm.label(r)], "LM study"
-    r["_overrides"] = point(r["_arm"], o["model.d_model"], o["train.learning_rate"], o["seed"])
-  return rows
+  wanted = [(lm.point(FROM_LM[arm], w, lr, seed), point(arm, w, lr, seed)) for (arm, _), w in widths("task=lm").items()
+            if arm in FROM_LM for lr in rates("task=lm") for seed in range(SEEDS)]
+  return tables.borrowed_rows(_LM_STUDY, workdir, wanted, "LM study", "stage=main")
 
 
 def pilot_table(rows, task: str) -> str:
@@ -247,7 +239,7 @@ def cells(rows, task: str) -> dict[str, tables.Cell]:
 
 
 def main_table(cs: dict, task: str) -> str:
-  first = lambda c, key: f"{int(c.rows[0][key]):,}" if c.rows and key in c.rows[0] else tables.MISSING
+  first = lambda c, key: tables.first_count(c.rows, key)
   return tables.columns(cs.values(), [
       ("arm", lambda c: c.arm + (" ‡" if any(r.get("_from") for r in c.rows) else "")),
       ("layers", lambda c: num_layers(c.arm)), ("width", lambda c: c.key), ("params", lambda c: first(c, "num_params")),
@@ -280,7 +272,7 @@ def write(workdir: str, archive_dir: str | dict = "", out: str = "", plots_dir: 
   into `plots_dir` ('' = none) from the same rows, the LM study's included; the sweep directories are WORKDIRS
   under `workdir`, into which the points folders `archive_dir` names (ARCHIVE's form; '' = none) are restored."""
   tables.restore_archives(archive_dir, workdir)
-  text = ""
+  parts = []
   for task in TASKS:
     rows, note = load_rows(task, os.path.join(workdir, WORKDIRS[task])), ""
     if task == "lm":
@@ -292,10 +284,10 @@ def write(workdir: str, archive_dir: str | dict = "", out: str = "", plots_dir: 
     if plots_dir:
       os.makedirs(plots_dir, exist_ok=True)
       plots.draw(get_plots(f"task={task}"), rows, plots_dir)
-    text += (f"## {TITLES[task]}\n\n### Learning-rate pilot (seed 0)\n\n" + pilot_table(rows, task) +
-             "\n### Each arm at its chosen rate\n\n" + main_table(cs, task) + note +
-             "\n### Hybrids against the pure models of their depth (+ = the hybrid is better)\n\n" +
-             gap_table(cs, task) + "\n")
-  text += ("## MQAR check: layer order and training length (width 32; evaluation accuracy during training)\n\n"
-           + check_table(check_rows(os.path.join(workdir, WORKDIRS["check"]))) + "\n")
-  return common.emit_markdown(text, out)
+    parts.append((TITLES[task], tables.sections([
+        ("Learning-rate pilot (seed 0)", pilot_table(rows, task)),
+        ("Each arm at its chosen rate", main_table(cs, task) + note),
+        ("Hybrids against the pure models of their depth (+ = the hybrid is better)", gap_table(cs, task))])))
+  parts.append(("MQAR check: layer order and training length (width 32; evaluation accuracy during training)",
+                check_table(check_rows(os.path.join(workdir, WORKDIRS["check"])))))
+  return common.emit_markdown(tables.sections(parts, level=2) + "\n", out)

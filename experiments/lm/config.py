@@ -11,7 +11,6 @@ import functools
 import os
 
 from linear_seq import config_lib
-from linear_seq.studies import common
 from linear_seq.studies import params
 from linear_seq.studies import protocol
 from linear_seq.studies import tables
@@ -63,14 +62,11 @@ def label(row: dict) -> str:
 
 
 def _opts(arg: str) -> dict:
-  opts = config_lib.parse_options(arg, OPTIONS)
-  stage = protocol.choice(opts, "stage", STAGES, "main")
-  seeds = protocol.seeds(opts.get("seeds", SEEDS))   # a count, or an explicit list such as 0+2
-  names = protocol.arm_labels(opts, ARMS, DEFAULT_ARMS, TINY_ARMS)
+  opts = protocol.options(arg, OPTIONS, ARMS, DEFAULT_ARMS, TINY_ARMS, SEEDS, STAGES)
   lengths = () if opts.get("lengths") == "" else protocol.numbers(opts, "lengths", LENGTHS)
   if opts.get("tiny") and "lengths" not in opts:
     lengths = (TINY_LENGTH,)
-  return {**opts, "stage": stage, "seeds": seeds, "arms": names, "lengths": lengths}
+  return {**opts, "lengths": lengths}
 
 
 @functools.lru_cache(maxsize=None)
@@ -93,15 +89,13 @@ best_lr = TUNING.best   # best_lr(rows, arm, width) -> (its rate or None, the se
 # pilot: seed 0 of every arm at its width and each rate of PILOT_LRS, then the steps past the edge; main: every
 # seed at each arm's chosen rate, seed-major (seed 0's is its pilot point).
 SWEEP = protocol.Study(_opts, TUNING, keys=lambda opts: _keys(tuple(opts["arms"])), point=point,
-                       tiny=lambda arm: {**ARMS[arm], "seed": 0}, stages={"pilot": None})
+                       tiny=lambda arm: {**ARMS[arm], "seed": 0}, stages={"pilot": None}, arm_of=label,
+                       cell_of=lambda r: r["_overrides"].get("model.d_model"))
 get_sweep = SWEEP.get_sweep
 get_followup_sweep = SWEEP.get_followup_sweep
-
-
-def chosen(rows) -> list[dict]:
-  """The rows at their arm's chosen rate (what the tables and plots compare); rows without a rate override
-  (tiny=True) are kept, arms whose rate is undecided are left out."""
-  return TUNING.chosen(rows, label, lambda r: r["_overrides"].get("model.d_model"), arms=ARMS)
+# chosen(rows): the rows at their arm's chosen rate (what the tables and plots compare); rows without a rate
+# override (tiny=True) are kept, arms whose rate is undecided are left out.
+chosen = functools.partial(SWEEP.chosen, arms=ARMS)
 
 
 def get_eval_args(arg: str = ""):
@@ -112,16 +106,9 @@ def get_eval_args(arg: str = ""):
 def get_extra_commands(arg: str = ""):
   opts = _opts(arg)
   steps = 4 if opts.get("tiny") else 32
-  out = [(["-m", "linear_seq.studies.speed", "--decode_workdir={workdir}", f"--decode_steps={steps}"], "decode.json")]
-  for t in opts["lengths"]:  # length generalization, from the final checkpoint
-    out.append((["-m", "linear_seq.evaluate", "--workdir={workdir}", f"--config.eval.seq_len={t}",
-                 f"--config.eval.batch_size={8 if opts.get('tiny') else max(1, EVAL_TOKENS // t)}", "--overwrite"],
-                f"eval_validation_T{t}.json"))
-  return out
-
-
-# One row per (point, evaluation length): 'eval_seq_len' and its 'bits_per_byte' (the plots, length_check.py).
-by_length = tables.by_length
+  decode = (["-m", "linear_seq.studies.speed", "--decode_workdir={workdir}", f"--decode_steps={steps}"], "decode.json")
+  # length generalization, from the final checkpoint
+  return [decode, *(protocol.length_eval(t, EVAL_TOKENS, bool(opts.get("tiny"))) for t in opts["lengths"])]
 
 
 # arms left out of the zoomed length plot: they lose 0.7 (deltanet) and 3.7 (softmax) bits/byte by T=8,192
@@ -144,9 +131,9 @@ def get_plots(arg: str = ""):
        "xlabel": "position in the context (bytes)", "ylabel": "validation loss (nats/byte)"},
       {"kind": "xy", "x": label, "y": "bits_per_byte", "select": chosen, "file": "bits_per_byte.png",
        "title": "Shakespeare: validation bits/byte", "xlabel": "mixer (arm)"},
-      {**lengths, "select": lambda rows: by_length(chosen(rows)), "file": "bits_per_byte_vs_length.png",
+      {**lengths, "select": lambda rows: tables.by_length(chosen(rows)), "file": "bits_per_byte_vs_length.png",
        "title": "Shakespeare: trained at T={data.seq_len}, evaluated at longer T"},
-      {**lengths, "select": lambda rows: [r for r in by_length(chosen(rows)) if label(r) not in ZOOM_LEFT_OUT],
+      {**lengths, "select": lambda rows: [r for r in tables.by_length(chosen(rows)) if label(r) not in ZOOM_LEFT_OUT],
        "file": "bits_per_byte_vs_length_zoom.png",
        "title": f"the same without {' and '.join(ZOOM_LEFT_OUT)} (their rise hides the others' changes)"},
   ]
@@ -158,13 +145,14 @@ def load_rows(workdir: str) -> list[dict]:
   return tables.study_rows(here, workdir, "stage=main", extra_commands=get_extra_commands("stage=main"))
 
 
-def _width(rows, arm):
-  widths = {r["_overrides"]["model.d_model"] for r in rows if label(r) == arm}
-  return min(widths) if widths else None
+def _widths(rows) -> list[tuple[str, int | None]]:
+  """(arm, the narrowest width its rows have; None without rows) per arm of DEFAULT_ARMS."""
+  return [(a, min((r["_overrides"]["model.d_model"] for r in rows if label(r) == a), default=None))
+          for a in DEFAULT_ARMS]
 
 
 def pilot_table(rows) -> str:
-  return tables.pilot_table(TUNING, rows, [(a, _width(rows, a)) for a in DEFAULT_ARMS],
+  return tables.pilot_table(TUNING, rows, _widths(rows),
                             lambda r: tables.fmt(float(r["bits_per_byte"])),
                             lambda arm, w: (arm, tables.MISSING if w is None else w), ("arm", "width"))
 
@@ -172,25 +160,23 @@ def pilot_table(rows) -> str:
 def cells(rows) -> list[tables.Cell]:
   """A Cell (width, chosen rate, finished rows at it sorted by seed) per arm whose rate is decided, sorted by mean
   bits/byte."""
-  keys = [(a, w) for a in DEFAULT_ARMS if (w := _width(rows, a)) is not None]
+  keys = [(a, w) for a, w in _widths(rows) if w is not None]
   mean = lambda c: sum(tables.values(c.rows, "bits_per_byte")) / len(c.rows) if c.rows else 1e9
   return sorted(tables.cells(TUNING, rows, keys, "bits_per_byte", point), key=mean)
 
 
 def main_table(cs, seeds: int = SEEDS) -> str:
-  first = lambda c, key: f"{int(c.rows[0][key]):,}" if c.rows and key in c.rows[0] else tables.MISSING
+  first = lambda c, key: tables.first_count(c.rows, key)
   kv = lambda c: f" (KV cache, T={c.rows[0]['_config'].get('data.seq_len')})" if c.arm == "softmax" and c.rows else ""
   means = lambda c, key, digits: tables.mean_std(tables.values(c.rows, key), digits, std=False)
-  at = lambda c, span: [v for v in (tables.position_loss(r, span) for r in c.rows) if v is not None]
-  pos = lambda c: (f"{tables.mean_std(at(c, EARLY), std=False)} → {tables.mean_std(at(c, LATE), std=False)}"
-                   if at(c, EARLY) and at(c, LATE) else tables.MISSING)
   return tables.columns(cs, [
       ("arm", lambda c: c.arm), ("width", lambda c: c.key), ("params", lambda c: first(c, "num_params")),
       ("state (floats/seq)", lambda c: first(c, "state_size") + kv(c)), ("lr", lambda c: f"{c.lr:g}"),
       *tables.seed_columns(lambda c: tables.values(c.rows, "bits_per_byte"), seeds, "bits/byte"),
       ("train tokens/s", lambda c: means(c, "tokens_per_sec", 0)),
       ("decode ms/token", lambda c: means(c, "decode_ms_per_token", 3)),
-      (f"loss at positions {EARLY[0]}–{EARLY[1]} → {LATE[0]}–{LATE[1]}", pos)])
+      (f"loss at positions {EARLY[0]}–{EARLY[1]} → {LATE[0]}–{LATE[1]}",
+       lambda c: tables.early_to_late(c.rows, EARLY, LATE))])
 
 
 def spread_table(cs) -> str:
@@ -204,16 +190,7 @@ def length_table(cs) -> str:
 def length_by_rate_table(rows) -> str:
   """Seed 0's change from T=128 to the longest evaluation length at every pilot rate run (how the length
   behaviour depends on the training, e.g. how far S4D's step sizes moved from their slow initialization)."""
-  ok = tables.ok(rows, "bits_per_byte")
-  ts = sorted({int(r["eval_seq_len"]) for r in by_length(ok)})
-  if len(ts) < 2:
-    return "(no evaluation past the training length yet)\n"
-  change = {}
-  for arm, w, r in [(a, _width(rows, a), r) for a in DEFAULT_ARMS for r in ok]:
-    o, at = r["_overrides"], {b["eval_seq_len"]: float(b["bits_per_byte"]) for b in by_length([r])}
-    if w is not None and o == point(arm, w, o["train.learning_rate"], 0) and ts[0] in at and ts[-1] in at:
-      change[arm, o["train.learning_rate"]] = at[ts[-1]] - at[ts[0]]
-  return tables.rate_table(change, DEFAULT_ARMS)
+  return tables.length_change_by_rate(TUNING, rows, _widths(rows))
 
 
 def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
@@ -221,20 +198,17 @@ def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
   from the points in `workdir` once those of `archive_dir` ('' = none) are restored into it."""
   rows = tables.restored(load_rows, workdir, archive_dir)
   cs = cells(rows)
-  text = common.emit_markdown(
-      "### Pilot (seed 0, validation bits/byte at step 1,200 per learning rate)\n\n" + pilot_table(rows) +
-      f"\n### Main (each arm at its chosen rate; seeds {', '.join(map(str, range(SEEDS)))}; sorted by "
-      "mean)\n\n" + main_table(cs) +
-      "\n### Seed spread (a difference counts when the arms' seeds do not overlap)\n\n" + spread_table(cs) +
-      "\n### Length generalization (trained at T=128; validation bits/byte, mean ± std over seeds; the last "
-      "column is the mean over seeds of each model's change)\n\n" + length_table(cs) +
-      "\n### Length change by learning rate (seed 0, the pilot: bits/byte at the longest evaluation length "
-      "minus at T=128)\n\n" + length_by_rate_table(rows), out)
-  ts = sorted({int(r["eval_seq_len"]) for c in cs for r in by_length(c.rows)} - {128})
+  ts = sorted({int(r["eval_seq_len"]) for c in cs for r in tables.by_length(c.rows)} - {128})
   get, over = tables.field, tables.override
-  tables.rows_csv(out, [
+  return tables.report(out, [
+      ("Pilot (seed 0, validation bits/byte at step 1,200 per learning rate)", pilot_table(rows)),
+      (f"Main (each arm at its chosen rate; seeds {', '.join(map(str, range(SEEDS)))}; sorted by mean)",
+       main_table(cs)),
+      ("Seed spread (a difference counts when the arms' seeds do not overlap)", spread_table(cs)),
+      ("Length generalization (trained at T=128; validation bits/byte, mean ± std over seeds; the last column is "
+       "the mean over seeds of each model's change)", length_table(cs)),
+      ("Length change by learning rate (seed 0, the pilot: bits/byte at the longest evaluation length minus at "
+       "T=128)", length_by_rate_table(rows))], tables.ok(rows, "bits_per_byte"), [
       ("arm", label), ("width", over("model.d_model")), ("lr", over("train.learning_rate")), ("seed", over("seed")),
       *((k, get(k)) for k in ("num_params", "state_size", "bits_per_byte", *(f"bits_per_byte@T{t}" for t in ts),
-                              "tokens_per_sec", "decode_ms_per_token")), ("wall_time_s", get("wall_time"))],
-      tables.ok(rows, "bits_per_byte"))
-  return text
+                              "tokens_per_sec", "decode_ms_per_token")), ("wall_time_s", get("wall_time"))])

@@ -33,6 +33,7 @@ import os
 
 from linear_seq import config_lib
 from linear_seq.studies import protocol
+from linear_seq.studies import tables
 
 STUDY = "lm_length"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -90,9 +91,7 @@ def get_extra_commands(arg: str = ""):
   tiny = _opts(arg).get("tiny")
   lengths = [TINY_LENGTH] if tiny else LENGTHS
   train_len = get_config(arg).data.seq_len
-  out = [(["-m", "linear_seq.evaluate", "--workdir={workdir}", f"--config.eval.seq_len={t}",
-           f"--config.eval.batch_size={8 if tiny else max(1, _lm().EVAL_TOKENS // t)}", "--position_loss",
-           "--overwrite"], f"eval_validation_T{t}.json") for t in lengths]
+  out = [protocol.length_eval(t, _lm().EVAL_TOKENS, bool(tiny), "--position_loss") for t in lengths]
   out.append(([_MEMORY, "--workdir={workdir}", f"--train_len={train_len}", f"--max_lag={max(lengths)}"], "s4_memory.json"))
   return out
 
@@ -100,6 +99,6 @@ def get_extra_commands(arg: str = ""):
 def get_plots(arg: str = ""):
   del arg
   return [{"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", "group": point_label,
-           "select": lambda rows: _lm().by_length(rows), "logx": 2, "file": "bits_per_byte_vs_length.png",
+           "select": tables.by_length, "logx": 2, "file": "bits_per_byte_vs_length.png",
            "title": "Shakespeare LM trained at T=128 (seed 0): S4D with slow vs fast modes",
            "xlabel": "evaluation length (tokens)", "ylabel": "validation bits/byte"}]

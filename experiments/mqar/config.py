@@ -7,10 +7,10 @@ Options: stage=pilot|main|hard|lrcheck|seedcheck (default main), arms=softmax+gl
 (subsets of the stage's), hard=True (seedcheck on the hard grid), tiny=True. What each stage runs, why, and the
 tables write() prints: README.md's "Stages and options".
 """
+import functools
 import os
 
 from linear_seq import config_lib
-from linear_seq.studies import common
 from linear_seq.studies import protocol
 from linear_seq.studies import tables
 
@@ -148,15 +148,13 @@ def _seedcheck(rows, opts: dict, lrs: dict) -> list[dict]:
 SWEEP = protocol.Study(
     _opts, TUNING, keys=lambda opts: [(a, None) for a in opts["arms"]],
     stages={"pilot": None, "main": _grid, "hard": _grid, "lrcheck": _lrcheck, "seedcheck": _seedcheck},
-    tiny=lambda arm: {**ARMS[arm], "model.d_model": 16, "seed": 0}, pilot_todo=True)
+    tiny=lambda arm: {**ARMS[arm], "model.d_model": 16, "seed": 0}, pilot_todo=True, arm_of=arm_of)
 get_sweep = SWEEP.get_sweep
 get_followup_sweep = SWEEP.get_followup_sweep
-
-
-def chosen(rows) -> list[dict]:
-  """The rows at their arm's pilot learning rate (the grid's points); the other pilot rates and the arms whose
-  rate is not decided yet are left out (rows without a learning-rate override, e.g. tiny=True's, are kept)."""
-  return TUNING.chosen(rows, arm_of, arms=ARMS)
+# chosen(rows): the rows at their arm's pilot learning rate (the grid's points); the other pilot rates and the
+# arms whose rate is not decided yet are left out (rows without a learning-rate override, e.g. tiny=True's, are
+# kept).
+chosen = functools.partial(SWEEP.chosen, arms=ARMS)
 
 
 def get_plots(arg: str = ""):
@@ -202,8 +200,7 @@ def grid(rows, hard: bool) -> list[tables.Cell]:
 def grid_table(cells, seeds: int = len(SEEDS)) -> str:
   """The grid's cells: state size, each of `seeds` seeds' accuracy, mean ± std, seeds reaching THRESHOLD and the
   first step each reached it."""
-  size = lambda c: next((f"{int(r['state_size']):,}" for r in c.rows if r.get("state_size") is not None),
-                        tables.MISSING)
+  size = lambda c: tables.first_count(c.rows, "state_size")
   first = lambda r: tables.first_step(r, THRESHOLD)
   steps = lambda c: " / ".join("—" if t is None else str(t) for t in map(first, c.rows))
   return tables.columns(cells, [
@@ -238,22 +235,21 @@ def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
   """Prints and returns the tables (writes them to `out`, every finished point as a row of the .csv beside it),
   from the points in `workdir` once those of `archive_dir` ('' = none) are restored into it."""
   rows = tables.restored(load_rows, workdir, archive_dir)
-  rising = "; ↑ = still rising)\n\n"
-  text = common.emit_markdown(
-      "### Pilot (width 64, (64, 4), seed 0" + rising + pilot_table(rows) +
-      "\n### Main point (T=64, 4 kv pairs, 1,500 steps)\n\n" + grid_table(grid(rows, hard=False)) +
-      f"\n### Hard point (T=128, 8 kv pairs, {HARD_STEPS:,} steps)\n\n" +
-      grid_table(grid(rows, hard=True), len(HARD_SEEDS)) +
-      f"\n### Learning-rate check at width {CHECK_WIDTH} (seed 0; arms below 0.5 there and ≥ 0.9 at width 64"
-      + rising + lrcheck_table(rows) + "\n### Seed check (a cell with one seed ≥ 0.9 and another below 0.5: the "
-      f"failing seed at each rate, and at the chosen rate for {SEEDCHECK_STEPS:,} steps" + rising +
-      seedcheck_table(rows) + "\n### Seed check, hard point (T=128, 8 kv pairs: the same check on the hard grid, "
-      f"its rates at {HARD_STEPS:,} steps" + rising + seedcheck_table(rows, hard=True), out)
+  rising = "; ↑ = still rising)"
   config, over = tables.config_value, tables.override
-  tables.rows_csv(out, [
+  return tables.report(out, [
+      ("Pilot (width 64, (64, 4), seed 0" + rising, pilot_table(rows)),
+      ("Main point (T=64, 4 kv pairs, 1,500 steps)", grid_table(grid(rows, hard=False))),
+      (f"Hard point (T=128, 8 kv pairs, {HARD_STEPS:,} steps)", grid_table(grid(rows, hard=True), len(HARD_SEEDS))),
+      (f"Learning-rate check at width {CHECK_WIDTH} (seed 0; arms below 0.5 there and ≥ 0.9 at width 64" + rising,
+       lrcheck_table(rows)),
+      ("Seed check (a cell with one seed ≥ 0.9 and another below 0.5: the failing seed at each rate, and at the "
+       f"chosen rate for {SEEDCHECK_STEPS:,} steps" + rising, seedcheck_table(rows)),
+      ("Seed check, hard point (T=128, 8 kv pairs: the same check on the hard grid, its rates at "
+       f"{HARD_STEPS:,} steps" + rising, seedcheck_table(rows, hard=True))],
+      [r for r in rows if r.get("status") == "ok"], [
       ("arm", arm_of), ("seq_len", config("data.seq_len")), ("num_kv_pairs", config("data.num_kv_pairs")),
       ("width", over("model.d_model")), ("lr", over("train.learning_rate")), ("seed", over("seed")),
       ("steps", config("train.num_steps")), ("state_size", tables.field("state_size")),
       ("accuracy", tables.field("accuracy")), (f"first_step_{THRESHOLD}", lambda r: tables.first_step(r, THRESHOLD)),
-      ("wall_time_s", tables.field("wall_time"))], [r for r in rows if r.get("status") == "ok"])
-  return text
+      ("wall_time_s", tables.field("wall_time"))])

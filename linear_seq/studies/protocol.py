@@ -139,6 +139,19 @@ def seeds(value: int | str | Sequence[int], within: Sequence[int] | None = None,
   return out
 
 
+def options(arg: str, keys: Sequence[str], arms_: Mapping[str, Any], default_arms: Sequence[str] | None = None,
+            tiny_arms: Sequence[str] = (), default_seeds: int | str = 1, stages: Sequence[str] = ()) -> dict:
+  """A study's options (config_lib.parse_options of `arg` over `keys`) with the common ones resolved: with
+  `stages`, 'stage' (one of them, default 'main'); 'seeds' (protocol.seeds: a count or the seeds, default
+  `default_seeds`); 'arms' (arm_labels of `arms_`)."""
+  opts = config_lib.parse_options(arg, keys)
+  if stages:
+    opts["stage"] = choice(opts, "stage", stages, "main")
+  opts["seeds"] = seeds(opts.get("seeds", default_seeds))
+  opts["arms"] = arm_labels(opts, arms_, default_arms, tiny_arms)
+  return opts
+
+
 def numbers(opts: Mapping[str, Any], key: str, default: Sequence[float], kind: Callable[[str], float] = int,
             allowed: Sequence[float] | None = None, where: str = "this stage") -> tuple:
   """A config option of '+'-joined positive numbers (widths=64+128 -> (64, 128)); `default` when absent. With
@@ -368,6 +381,15 @@ def task(preset: str, overrides: Mapping[str, Any] | None = None, tiny: bool = F
   return config if tiny or not overrides else config_lib.apply_overrides(config, dict(overrides))
 
 
+def length_eval(seq_len: int, tokens: int, tiny: bool = False, *flags: str) -> tuple[list[str], str]:
+  """The extra command (get_extra_commands' form) that evaluates a point's final checkpoint at `seq_len`, `tokens`
+  tokens a batch (batch size tokens // seq_len, at least 1; tiny: 8), with evaluate's `flags` (e.g.
+  '--position_loss'), into eval_validation_T<seq_len>.json."""
+  batch = 8 if tiny else max(1, tokens // seq_len)
+  return (["-m", "linear_seq.evaluate", "--workdir={workdir}", f"--config.eval.seq_len={seq_len}",
+           f"--config.eval.batch_size={batch}", *flags, "--overwrite"], f"eval_validation_T{seq_len}.json")
+
+
 def at_rates(seeds_: Iterable[int], cells: Iterable[tuple[str, Any]], lrs: Mapping[tuple[str, Any], float | None],
              make: Callable[[str, Any, float, int], Point],
              rate_key: Callable[[str, Any], tuple[str, Any]] = lambda arm, cell: (arm, cell)) -> list[Point]:
@@ -393,21 +415,26 @@ class Study:
   tuning: the Tuning (its rule, and the pilot point of (arm, cell, rate)), or opts -> it where options set it.
   keys(opts) -> the tuned (arm, cell) pairs, in the pilot's order; plan_keys(opts) (default keys): the order
     the steps past the edge are listed in.
-  tiny(arm) -> the arm's tiny=True point (the only point of a tiny sweep: no rates, no follow-ups).
+  tiny(arm) -> the arm's tiny=True point (the only point of a tiny sweep: no rates, no follow-ups); a study that
+    declares none runs tiny=True through its rule and stages like any options (its options make them small).
   point(arm, cell, rate, seed) -> a point of the study (each_seed's).
   stages: {stage: fn(rows, opts, lrs) -> its points} with lrs = {(arm, cell): rate, None until known}; a stage
     mapped to None is the pilot alone; a stage not named runs each_seed.
   pilot_todo: the follow-ups list the grid's own seed-0 points still to run as well (before the steps past its
     edge); the sweep has listed them already, so only a caller that passes rows of fewer points sees them.
+  arm_of(row) -> a row's arm (default protocol.arm_of); cell_of(row) -> the cell its rate was tuned for (default
+    None: once per arm): what chosen() looks a row's rate up by.
   """
   options: Callable[[str], dict]
   tuning: Tuning | Callable[[dict], Tuning]
   keys: Callable[[dict], list[tuple[str, Hashable]]]
-  tiny: Callable[[str], dict]
+  tiny: Callable[[str], dict] | None = None
   point: Callable[[str, Any, float, int], Point] | None = None
   stages: Mapping[str, Stage | None] = dataclasses.field(default_factory=dict)
   plan_keys: Callable[[dict], list[tuple[str, Hashable]]] | None = None
   pilot_todo: bool = False
+  arm_of: Callable[[Row], str] | None = None
+  cell_of: Callable[[Row], Hashable] = lambda row: None
 
   def tuned(self, opts: dict) -> Tuning:
     return self.tuning if isinstance(self.tuning, Tuning) else self.tuning(opts)
@@ -420,7 +447,7 @@ class Study:
   def get_sweep(self, arg: str = "") -> list[dict]:
     """The pilot's points (every stage starts from them: they choose each arm's rate); tiny: the tiny points."""
     opts = self.options(arg)
-    if opts.get("tiny"):
+    if opts.get("tiny") and self.tiny is not None:
       return [self.tiny(a) for a in opts["arms"]]
     tuning = self.tuned(opts)
     return [tuning.pilot(arm, cell, lr) for arm, cell in self.keys(opts) for lr in tuning.rule.grid]
@@ -429,9 +456,17 @@ class Study:
     """The steps past the grid's edge still to run, then the stage's points at the chosen rates (provisional, for
     a table: the grid's best while a step is pending)."""
     opts = self.options(arg)
-    if opts.get("tiny"):
+    if opts.get("tiny") and self.tiny is not None:
       return []
     lrs, edges = self.tuned(opts).plan(rows, (self.plan_keys or self.keys)(opts), provisional, self.pilot_todo)
     name = opts.get("stage", "main")
     stage = self.stages[name] if name in self.stages else self.each_seed
     return edges + ([] if stage is None else stage(rows, opts, lrs))
+
+  def chosen(self, rows: Iterable[Row], arg: str = "", provisional: bool = False,
+             arms: Iterable[str] | None = None) -> list[Row]:
+    """The rows at their (arm, cell)'s chosen rate under the options `arg` (Tuning.chosen: rows without a rate
+    override are kept; an arm whose rate is undecided, or not among `arms` when given, is left out; provisional:
+    the grid's best while the step past its edge is pending)."""
+    tuning = self.tuned(self.options(arg))
+    return tuning.chosen(rows, self.arm_of or arm_of, self.cell_of, arms, provisional)

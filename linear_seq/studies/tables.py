@@ -65,6 +65,23 @@ def rows_of(config: str, workdir: str, overrides: Iterable[dict], base, extra_co
   return collect.collect([p for p in made if os.path.isdir(p.workdir)])
 
 
+def borrowed_rows(config: str, workdir: str, points: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+                  source: str, arg: str = "") -> list[Row]:
+  """Another study's rows as this study's: `points` pairs each point of that study (`config`, its options `arg`;
+  its sweep directory `workdir`) with this study's point for the same run. Those that have a sub-workdir come back
+  with this study's overrides, its arm in '_arm' (a protocol.Point's), '_from' = `source` and their own
+  overrides in '_source_overrides'."""
+  module = config_lib.load_module(config)
+  ours = {protocol.key(theirs): mine for theirs, mine in points}
+  extra = sweep.call_hook(module, "get_extra_commands", arg=arg) or ()
+  rows = rows_of(config, workdir, [theirs for theirs, _ in points], module.get_config(arg), extra)
+  for r in rows:
+    mine = ours[protocol.key(r["_overrides"])]
+    r["_source_overrides"], r["_overrides"] = dict(r["_overrides"]), mine
+    r["_arm"], r["_from"] = getattr(mine, "arm", ""), source
+  return rows
+
+
 def unique_ok(rows: Iterable[Row]) -> list[Row]:
   """The finished rows, each point once (by name), in order."""
   out, seen = [], set()
@@ -318,6 +335,38 @@ def rate_table(by_arm_rate: Mapping[tuple[str, float], float], arms: Sequence[st
   return markdown(["arm", *(f"lr {lr:g}" for lr in lrs)], body)
 
 
+def first_count(rows: Iterable[Row], key: str) -> str:
+  """The first row's `key` that is not None, as an integer with thousands separators ('…' without one)."""
+  return next((f"{int(r[key]):,}" for r in rows if r.get(key) is not None), MISSING)
+
+
+def early_to_late(rows: Sequence[Row], early: tuple[int, int], late: tuple[int, int]) -> str:
+  """'2.105 → 1.602': the mean over the rows of their validation loss over context positions `early`, then over
+  `late` (position_loss); '…' while either has no value."""
+  at = lambda span: [v for v in (position_loss(r, span) for r in rows) if v is not None]
+  if not at(early) or not at(late):
+    return MISSING
+  return f"{mean_std(at(early), std=False)} → {mean_std(at(late), std=False)}"
+
+
+def length_change_by_rate(tuning: protocol.Tuning, rows: Iterable[Row], keys: Iterable[tuple[str, Any]],
+                          metric: str = "bits_per_byte") -> str:
+  """Per (arm, key) of `keys` (an arm once, in order): the change in `metric` of its seed-0 pilot point at every
+  rate it ran (tuning.pilot_rows), from the shortest evaluation length the finished rows have to the longest
+  (rate_table; a note instead while they have one length only)."""
+  finished = ok(rows, metric)
+  ts = sorted({int(r["eval_seq_len"]) for r in by_length(finished, metric)})
+  if len(ts) < 2:
+    return "(no evaluation past the training length yet)\n"
+  by_key, keys, change = protocol.index(finished), list(keys), {}
+  for arm, key in keys:
+    for lr, r in tuning.pilot_rows(by_key, arm, key).items():
+      at = {b["eval_seq_len"]: float(b[metric]) for b in by_length([r], metric)}
+      if ts[0] in at and ts[-1] in at:
+        change[arm, lr] = at[ts[-1]] - at[ts[0]]
+  return rate_table(change, [arm for arm, _ in keys])
+
+
 def position_loss(row: Row, span: tuple[int, int]) -> float | None:
   """The point's mean validation loss over context positions span[0]..span[1] (1-based, inclusive; its
   position_loss.json from `evaluate --position_loss`), None without one."""
@@ -378,6 +427,22 @@ def rows_csv(out: str, spec: Sequence[Column], rows: Iterable[Row]) -> str | Non
     rows = list(rows)
     return write_csv(csv_beside(out), [h for h, _ in spec], [[value(r) for _, value in spec] for r in rows])
   return None
+
+
+def sections(parts: Iterable[tuple[str, str]], level: int = 3) -> str:
+  """Markdown sections: each a heading at `level` ('### heading'), a blank line and its newline-terminated text;
+  one blank line between them."""
+  return "\n".join(f"{'#' * level} {heading}\n\n{text}" for heading, text in parts)
+
+
+def report(out: str, parts: Sequence[tuple[str, str]], rows: Iterable[Row] = (), csv_spec: Sequence[Column] = ()
+           ) -> str:
+  """A study's tables: its (heading, table) parts as '###' sections, printed and written to `out` ('' = print
+  only); with `csv_spec`, `rows` as CSV beside it (rows_csv). Returns the markdown."""
+  text = common.emit_markdown(sections(parts), out)
+  if csv_spec:
+    rows_csv(out, csv_spec, rows)
+  return text
 
 
 def is_number(value: Any) -> bool:

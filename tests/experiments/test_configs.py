@@ -14,6 +14,7 @@ from linear_seq import data
 from linear_seq import model as model_lib
 from linear_seq.studies import plots
 from linear_seq.studies import sweep
+from linear_seq.studies import tables
 from tests.helpers import REPO, cli_env
 
 
@@ -259,7 +260,7 @@ def test_lm_study_rows_by_evaluation_length():
   module = sweep.load_study(_path("lm"))
   row = {"name": "p", "bits_per_byte": 2.5, "bits_per_byte@T512": 2.6, "bits_per_byte@T8192": None,
          "eval_loss": 1.7, "_config": {"data.seq_len": 128}, "_overrides": {"model.mixer": "gla"}}
-  got = [(r["eval_seq_len"], r["bits_per_byte"]) for r in module.by_length([row])]
+  got = [(r["eval_seq_len"], r["bits_per_byte"]) for r in tables.by_length([row])]
   assert got == [(128, 2.5), (512, 2.6)]  # a missing evaluation (None) is left out
   assert module.label({"_overrides": {"model.mixer": "deltanet", "model.delta_gate": "scalar"}}) == "deltanet-scalar"
   assert module.label({"_overrides": {"model.mixer": "linear", "model.conv_width": 4}}) == "linear-conv4"

@@ -1,5 +1,6 @@
 """linear_seq.studies.protocol: the learning-rate rule (edges, condition, ties, failures, directions), the point
 that carries its arm, seeds' one spec, the bounded replay of follow-up rounds, and a task from a preset."""
+import dataclasses
 import math
 import os
 
@@ -255,3 +256,48 @@ def test_a_study_declaration_is_the_sweeps_hooks():
   lrs = {("softmax", 64): 1e-3, ("gla", 64): None}
   assert protocol.at_rates((0,), [("softmax", 32), ("gla", 32)], lrs, point, lambda arm, w: (arm, 64)) == [
       point("softmax", 32, 1e-3, 0)]
+
+
+def test_a_studys_chosen_rows_use_its_arm_and_cell():
+  study, point = _study(arm_of=lambda r: r["_arm"], cell_of=lambda r: r["_overrides"]["model.d_model"])
+  acc = {("softmax", 1e-3): 0.9, ("softmax", 3e-3): 0.5, ("gla", 1e-3): 0.5, ("gla", 3e-3): 0.8}
+  row = lambda p, value: {"_overrides": dict(p), "status": "ok", "accuracy": value, "_arm": p.arm}
+  rows = [row(p, acc[p.arm, p["train.learning_rate"]]) for p in study.get_sweep() if p["model.d_model"] == 32]
+  rows += [row(point("softmax", 32, 1e-3, 1), 0.8), row(point("softmax", 64, 1e-3, 1), 0.8)]   # 64: no pilot
+  kept = lambda *a, **kw: [(r["_arm"], r["_overrides"]["train.learning_rate"], r["_overrides"]["seed"])
+                           for r in study.chosen(rows, *a, **kw)]
+  assert kept() == [("softmax", 1e-3, 0), ("softmax", 1e-3, 1)]     # gla's step past the edge is pending
+  assert kept(provisional=True) == [("softmax", 1e-3, 0), ("gla", 3e-3, 0), ("softmax", 1e-3, 1)]
+  assert kept(provisional=True, arms=("gla",)) == [("gla", 3e-3, 0)]
+  by_label, _ = _study()     # default arm_of: the point's '_arm'; default cell: one rate per arm (none tuned)
+  assert by_label.chosen(rows) == []
+
+
+def test_length_eval_is_the_evaluate_command_at_a_length():
+  assert protocol.length_eval(512, 8192) == (
+      ["-m", "linear_seq.evaluate", "--workdir={workdir}", "--config.eval.seq_len=512", "--config.eval.batch_size=16",
+       "--overwrite"], "eval_validation_T512.json")
+  command, out = protocol.length_eval(16384, 8192, False, "--position_loss")
+  assert command[-3:] == ["--config.eval.batch_size=1", "--position_loss", "--overwrite"]    # at least 1
+  assert protocol.length_eval(64, 8192, True)[0][4] == "--config.eval.batch_size=8" and out.endswith("T16384.json")
+
+
+def test_a_study_without_tiny_points_runs_tiny_through_its_rule():
+  study, point = _study()
+  plain = dataclasses.replace(study, tiny=None)
+  assert plain.get_sweep("tiny=True") == study.get_sweep() != study.get_sweep("tiny=True")
+  rows = [{"_overrides": dict(p), "status": "ok", "accuracy": 0.5} for p in study.get_sweep()]   # ties: 1e-3
+  assert plain.get_followup_sweep(rows, "tiny=True,seeds=1") == [point(a, w, 1e-3, 0) for a in ("softmax", "gla")
+                                                                 for w in (32, 64)]
+  assert study.get_followup_sweep(rows, "tiny=True,seeds=1") == []
+
+
+def test_a_studys_common_options():
+  opts = protocol.options("arms=gla+softmax,seeds=0+2,stage=pilot", ("arms", "seeds", "stage", "tiny"), ARMS,
+                          stages=("pilot", "main"))
+  assert (opts["arms"], opts["seeds"], opts["stage"]) == (["gla", "softmax"], (0, 2), "pilot")
+  opts = protocol.options("", ("arms", "seeds", "tiny"), ARMS, ["softmax"], default_seeds=3)
+  assert (opts["arms"], opts["seeds"], "stage" in opts) == (["softmax"], (0, 1, 2), False)
+  assert protocol.options("tiny=True", ("tiny",), ARMS, tiny_arms=("gla",))["arms"] == ["gla"]
+  with pytest.raises(ValueError, match="unknown stage 'x'"):
+    protocol.options("stage=x", ("stage",), ARMS, stages=("main",))

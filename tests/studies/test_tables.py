@@ -10,6 +10,7 @@ from scipy import stats
 
 from linear_seq.studies import archive
 from linear_seq.studies import protocol
+from linear_seq.studies import sweep
 from linear_seq.studies import tables
 from tests.helpers import REPO
 
@@ -201,3 +202,51 @@ def test_rows_csv_beside_the_markdown(tmp_path):
   assert tables.rows_csv("", [("a", lambda r: r["a"])], rows) is None
   path = tables.rows_csv(str(tmp_path / "study.md"), [("a", lambda r: r["a"]), ("b", lambda r: r.get("b"))], rows)
   assert open(path, newline="").read() == "a,b\r\n1,\r\n2,\r\n"
+
+
+def test_length_change_by_rate_from_the_pilot_points():
+  rule = protocol.LrRule((1e-3, 3e-3), metric="bits_per_byte", direction="min")
+  tuning = protocol.Tuning(rule, lambda arm, width, lr: protocol.point(ARMS, arm, {"model.d_model": width}, lr, 0))
+  row = lambda arm, lr, seed, at128, at512: {
+      "_overrides": dict(protocol.point(ARMS, arm, {"model.d_model": 8}, lr, seed)), "status": "ok",
+      "_config": {"data.seq_len": 128}, "bits_per_byte": at128, "bits_per_byte@T512": at512}
+  rows = [row("a", 1e-3, 0, 2.0, 2.5), row("a", 3e-3, 0, 1.5, 1.25), row("a", 1e-3, 1, 2.0, 9.0),  # seed 1: not
+          row("b", 3e-3, 0, 2.0, None)]                                                        # b: no T=512
+  assert tables.length_change_by_rate(tuning, rows, [("b", 8), ("a", 8)]).splitlines() == [
+      "| arm | lr 0.001 | lr 0.003 |", "|---|---|---|", "| a | +0.500 | -0.250 |"]
+  assert tables.length_change_by_rate(tuning, rows[-1:], [("b", 8)]).startswith("(no evaluation past")
+
+
+def test_report_joins_the_sections_and_writes_the_csv(tmp_path, capsys):
+  out = str(tmp_path / "study.md")
+  text = tables.report(out, [("One", "| x |\n"), ("Two", "t\n")], [{"a": 1}], [("a", lambda r: r["a"])])
+  assert text == "### One\n\n| x |\n\n### Two\n\nt\n" == open(out).read() and text in capsys.readouterr().out
+  assert open(tmp_path / "study.csv", newline="").read() == "a\r\n1\r\n"
+  assert tables.report("", [("One", "x\n")]) == "### One\n\nx\n"
+  assert tables.sections([("A", "a\n"), ("B", "b\n")], level=2) == "## A\n\na\n\n## B\n\nb\n"
+
+
+def test_first_count_and_early_to_late(tmp_path):
+  assert tables.first_count([{"n": None}, {"n": 1234.0}], "n") == "1,234" and tables.first_count([], "n") == "…"
+  for name, losses in (("a", [4.0, 2.0, 1.0, 3.0]), ("b", [2.0, 2.0, 3.0, 1.0])):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "position_loss.json").write_text(f'{{"position": [1, 2, 3, 4], "position_loss": {losses}}}')
+  rows = [{"_workdir": str(tmp_path / "a")}, {"_workdir": str(tmp_path / "b")}]
+  assert tables.early_to_late(rows, (1, 2), (3, 4)) == "2.500 → 2.000"
+  assert tables.early_to_late(rows, (1, 2), (5, 6)) == "…"      # no loss at positions 5-6
+
+
+def test_borrowed_rows_are_another_studys_points_as_this_studys(tmp_path):
+  """borrowed_rows: the other study's points that have a sub-workdir, with this study's overrides and arm, the
+  source named and their own overrides kept; a point that has not run is left out."""
+  other = tmp_path / "other.py"
+  other.write_text("from linear_seq.studies import protocol\n"
+                   "def get_config(arg=''):\n  return protocol.task('mqar.py', tiny=True)\n")
+  theirs = [{"model.d_model": 16, "seed": s} for s in (0, 1)]
+  mine = [protocol.point({"x": {"model.num_layers": 2}}, "x", {"model.d_model": 16}, None, s) for s in (0, 1)]
+  ran = tmp_path / "runs" / sweep.point_name(theirs[0])
+  ran.mkdir(parents=True)
+  (ran / "eval.json").write_text('{"accuracy": 0.5, "step": 1}')
+  rows = tables.borrowed_rows(str(other), str(tmp_path / "runs"), list(zip(theirs, mine)), "the other study")
+  assert [(r["_overrides"], r["_arm"], r["_from"], r["_source_overrides"], r["accuracy"]) for r in rows] == [
+      (mine[0], "x", "the other study", theirs[0], 0.5)]
