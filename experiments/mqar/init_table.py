@@ -1,7 +1,7 @@
 """The init check's table (issue 47) from the archived points: experiments/mqar/init_points (model.init set)
 and the study's own gpt2 points in experiments/mqar/points.
 
-  python experiments/mqar/init_table.py            # prints mamba2's markdown table (lr 3e-3, width 64)
+  python experiments/mqar/init_table.py            # prints mamba2's markdown table (lr 3e-3, every width)
   python experiments/mqar/init_table.py s4 0.01    # another mixer's points at its rate (the init pilots)
 
 One row per (point, width, init): accuracy per seed (with the eval curve's first step ≥ 0.9 in brackets), and
@@ -56,11 +56,12 @@ def _order(init: str) -> tuple:
   return INITS.index(base), extra
 
 
-def table(mixer: str = "mamba2", lr: float = 3e-3, width: int = 64) -> str:
+def table(mixer: str = "mamba2", lr: float = 3e-3, width: int | None = None) -> str:
+  """The markdown table of `mixer`'s points at `lr` (width: only that width; None: every width)."""
   lines = ["| point | width | init | seed 0 | seed 1 | seed 2 | run time (min, per seed) |", "|---|---|---|---|---|---|---|"]
   for (point, w, init, r), seeds in sorted(rows(mixer).items(), key=lambda kv: (kv[0][0], kv[0][1],
                                                                                _order(kv[0][2]))):
-    if r != lr or w != width:
+    if r != lr or width not in (None, w):
       continue
     cells = []
     for s in (0, 1, 2):
