@@ -42,12 +42,18 @@ OPTIONS = ("tiny", "stage", "seeds", "arms", "tasks")
 STAGES = ("pilot", "main", "long")
 
 NEG = {"model.negative_eigenvalues": True}   # deltanet/deltaproduct: beta in [0, 2]; gla/mamba2: alpha in [-1, 1]
+# The init rule (experiments/mqar/README.md, issue 47): each arm's mixer layers as its reference implementation
+# initializes them. fla's layers (linear, retention, GLA, DeltaNet, Gated DeltaNet, DeltaProduct) and HF Llama
+# attention draw every nn.Linear from N(0, 0.02^2): the setup's INIT ('gpt2', which also scales the output
+# projections by 1/sqrt(2 layers)); Mamba-2 (mamba_ssm, HF) keeps PyTorch's nn.Linear default: 'torch'.
+INIT = "gpt2"
+TORCH_INIT = {"model.init": "torch"}
 ARMS = {
     "softmax": {"model.mixer": "softmax", "model.pos_encoding": "rope"},
     **protocol.arms("linear", "retention", "gla"),
     "gla-neg": {**protocol.MIXER_ARMS["gla"], **NEG},
-    **protocol.arms("mamba2"),
-    "mamba2-neg": {**protocol.MIXER_ARMS["mamba2"], **NEG},
+    "mamba2": {**protocol.MIXER_ARMS["mamba2"], **TORCH_INIT},
+    "mamba2-neg": {**protocol.MIXER_ARMS["mamba2"], **TORCH_INIT, **NEG},
     **protocol.arms("deltanet"),                                       # beta in [0, 1]
     "deltanet-neg": {**protocol.MIXER_ARMS["deltanet"], **NEG},        # beta in [0, 2]
     **protocol.arms("deltanet-scalar"),                                # Gated DeltaNet
@@ -129,7 +135,7 @@ def get_config(arg: str = ""):
   if _opts(arg)["tiny"]:
     return config_lib.load_config(f"{TASK}:tiny=True")
   return config_lib.apply_overrides(config_lib.load_config(TASK), {
-      "model.d_model": WIDTH, "train.num_steps": STEPS, "train.warmup_steps": WARMUP,
+      "model.d_model": WIDTH, "model.init": INIT, "train.num_steps": STEPS, "train.warmup_steps": WARMUP,
       "train.eval_every": EVAL_EVERY, "train.checkpoint_every": STEPS // 2,
       "eval.interim_max_batches": INTERIM_BATCHES})
 

@@ -24,6 +24,7 @@ STUDY = os.path.join(REPO, "experiments", "state_tracking", "config.py")
 study = sweep.load_study(STUDY)
 
 NEG = {"model.negative_eigenvalues": True}
+TORCH = {"model.init": "torch"}  # Mamba-2's reference init (issue 47's rule); the setup's is gpt2
 # The issue's arms, written out here independently of the study's declaration.
 EXPECTED_ARMS = {
     "softmax": {"model.mixer": "softmax", "model.pos_encoding": "rope"},
@@ -31,8 +32,8 @@ EXPECTED_ARMS = {
     "retention": {"model.mixer": "retention"},
     "gla": {"model.mixer": "gla"},
     "gla-neg": {"model.mixer": "gla", **NEG},
-    "mamba2": {"model.mixer": "mamba2"},
-    "mamba2-neg": {"model.mixer": "mamba2", **NEG},
+    "mamba2": {"model.mixer": "mamba2", **TORCH},
+    "mamba2-neg": {"model.mixer": "mamba2", **TORCH, **NEG},
     "deltanet": {"model.mixer": "deltanet", "model.delta_gate": "none"},
     "deltanet-neg": {"model.mixer": "deltanet", "model.delta_gate": "none", **NEG},
     "deltanet-scalar": {"model.mixer": "deltanet", "model.delta_gate": "scalar"},
@@ -68,7 +69,7 @@ def test_arms_and_cells_are_the_issues():
   assert study.SEEDS == (0, 1, 2)
   base = study.get_config("")
   assert base.data.seq_len == 40 and base.eval.lengths == "80,160,320" and study.lengths("") == (40, 80, 160, 320)
-  assert base.model.d_model == study.WIDTH and base.train.num_steps == study.STEPS
+  assert base.model.d_model == study.WIDTH and base.train.num_steps == study.STEPS and base.model.init == "gpt2"
   for cell, (fields, vocab) in EXPECTED_CELLS.items():   # each cell's config is its task, with its own vocabulary
     config = config_lib.apply_overrides(base, study.cell_overrides(cell))
     assert data.dataset_info(config.data).vocab_size == vocab
