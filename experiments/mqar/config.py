@@ -30,6 +30,11 @@ ARMS = {
     "linear-relu": {"model.mixer": "linear", "model.feature_map": "relu"},
     **protocol.arms("retention", "gla", "s4", "deltanet", "deltanet-scalar", "deltanet-channel", "mamba2"),
 }
+# The init rule (issue 47; README's "The protocol rule for the init"): each arm's mixer as its reference
+# implementation initializes it. Mamba-2 (mamba_ssm, HF) and S4D (state-spaces/s4) leave nn.Linear at PyTorch's
+# default: 'torch' (linear_seq/param_init.py), last in the arm's points' overrides; the others' references draw
+# N(0, 0.02^2): the setup's 'gpt2'.
+INIT = {"mamba2": "torch", "s4": "torch"}
 PILOT_WIDTH = 64
 PILOT_LRS = (1e-3, 3e-3)
 WIDTHS = (32, 64, 128)
@@ -70,7 +75,8 @@ def _opts(arg: str) -> dict:
 
 
 def point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
-  return protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed, more)
+  init = {"model.init": INIT[arm]} if arm in INIT else {}
+  return protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed, {**more, **init})
 
 
 def grid_extra(hard: bool) -> dict:

@@ -2,7 +2,7 @@
 
   python -m linear_seq.studies.sweep --config=experiments/mqar/init_check.py:stage=confirm \
       --workdir=runs/mqar_init --archive=experiments/mqar/init_points --parallel=2
-  (stage=factors, stage=pilot[,arms=...], stage=grid the same way; results: experiments/mqar/README.md)
+  (stage=factors, stage=pilot[,arms=...] the same way; results: experiments/mqar/README.md)
 
 Every point is experiments/mqar/config.py's (configs/mqar.py, setup 2026-12, evaluated every 250 steps) with a
 `model.init` override (linear_seq/param_init.py): 'torch' is the published Mamba-2 init of the mixer's
@@ -25,8 +25,8 @@ Stages (each arm at its chosen rate, CHOSEN_LR, from the study's pilot):
            by model.A_init=arange (A_h = h + 1 where the arm draws A ~ U[1, 16]). The hard point at width 64,
            seeds 0 and 1, then the main point's seed 1 at widths 64 and 128.
   afactor: HF's A init alone: the hard point at width 64, seed 0, init=gpt2 with model.A_init=arange.
-  grid:    mamba2's main grid (widths 32/64/128 x seeds 0-2) and hard cells (widths 64/128 x seeds 0, 1) with
-           init=torch (points that confirm ran are skipped: the same names). seeds=, widths= pick a subset.
+The grids with `torch` are the study's own points now (config.py's INIT: mamba2 and s4 run `torch`): the study's
+sweep runs them (its pilot first, then stage=main and stage=hard with arms=mamba2+s4).
 """
 import os
 
@@ -34,8 +34,8 @@ from linear_seq import config_lib
 
 STUDY = "mqar_init"
 _STUDY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py")
-OPTIONS = ("tiny", "stage", "arms", "seeds", "widths", "only")
-STAGES = ("confirm", "factors", "pilot", "hf", "afactor", "grid")
+OPTIONS = ("tiny", "stage", "arms", "only")
+STAGES = ("confirm", "factors", "pilot", "hf", "afactor")
 # The HF Mamba-2 conventions the arm lacks at this size (linear_seq/parity.py options("mamba2", ...)).
 HF_MAMBA2 = {"model.A_init": "arange"}
 # Each arm's rate as the study's pilot chose it (experiments/mqar/README.md's pilot table, config.best_lr).
@@ -57,10 +57,6 @@ def point(arm: str, width: int, seed: int, init: str, hard: bool) -> dict:
   """The study's point (config.point + grid_extra) with model.init = init."""
   s = _study()
   return {**s.point(arm, width, CHOSEN_LR[arm], seed, **s.grid_extra(hard)), "model.init": init}
-
-
-def _ints(opts, key, default) -> tuple:
-  return tuple(int(x) for x in str(opts[key]).split("+")) if key in opts else default
 
 
 def get_sweep(arg: str = ""):
@@ -86,16 +82,4 @@ def get_sweep(arg: str = ""):
   if stage == "hf":
     return [{**point("mamba2", w, sd, "torch", h), **HF_MAMBA2} for h, w, sd in
             [(True, 64, 0), (True, 64, 1), (False, 64, 1), (False, 128, 1)]]
-  if stage == "afactor":
-    return [{**point("mamba2", 64, 0, "gpt2", True), **HF_MAMBA2}]
-  s = _study()
-  seeds, widths = _ints(opts, "seeds", s.SEEDS), _ints(opts, "widths", s.WIDTHS)
-  main = [point("mamba2", w, sd, "torch", False) for sd in seeds for w in widths]
-  hard = [point("mamba2", w, sd, "torch", True) for sd in seeds if sd in s.HARD_SEEDS for w in widths
-          if w in s.HARD_WIDTHS]
-  return main + hard
-
-
-def get_plots(arg: str = ""):
-  del arg
-  return []  # the result is a table (experiments/mqar/README.md)
+  return [{**point("mamba2", 64, 0, "gpt2", True), **HF_MAMBA2}]   # afactor
