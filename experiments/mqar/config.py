@@ -50,9 +50,8 @@ def get_config(arg: str = ""):
   return protocol.task("mqar.py", {"eval.batch_size": 250, "train.eval_every": 250}, tiny)
 
 
-def arm_of(row: dict) -> str:
-  """The arm label of a result row: the one its point carries, else the arm its overrides match."""
-  return protocol.arm_of(row, ARMS)
+# arm_of(row): the arm label of a result row: the one its point carries, else the arm its overrides match.
+arm_of = functools.partial(protocol.arm_of, arms=ARMS)
 
 
 def _opts(arg: str) -> dict:
@@ -78,17 +77,9 @@ def grid_extra(hard: bool) -> dict:
   return {**HARD, "train.num_steps": HARD_STEPS} if hard else {}
 
 
-def still_rising(row: dict, window: int = 500, delta: float = 0.01) -> bool:
-  """Below 0.99 at the end and up by more than `delta` over the last `window` steps of its eval curve. A row
-  without a curve (imported from the committed tables by import_rows.py) carries the tables' mark instead."""
-  curve = protocol.curve(row)
-  if not curve:
-    return bool(row.get("still_rising"))
-  last_step, last = curve[-1]
-  before = [a for s, a in curve if s <= last_step - window]
-  return last < 0.99 and bool(before) and last - before[-1] > delta
-
-
+# Below 0.99 at the end and up by more than 0.01 over the last 500 steps of its eval curve (a row imported from the
+# committed tables by import_rows.py carries the tables' mark instead).
+still_rising = protocol.still_rising(window=500, delta=0.01, below=0.99)
 # The pilot's rule: the better of PILOT_LRS by final accuracy (ties: the smaller rate; a failed point loses); if
 # that is the larger rate and it is still rising, seed 0 runs at 1e-2 too, which wins if better.
 RULE = protocol.LrRule(PILOT_LRS, metric="accuracy", direction="max", edge="up", condition=still_rising,
@@ -149,11 +140,9 @@ SWEEP = protocol.Study(
     _opts, TUNING, keys=lambda opts: [(a, None) for a in opts["arms"]],
     stages={"pilot": None, "main": _grid, "hard": _grid, "lrcheck": _lrcheck, "seedcheck": _seedcheck},
     tiny=lambda arm: {**ARMS[arm], "model.d_model": 16, "seed": 0}, pilot_todo=True, arm_of=arm_of)
-get_sweep = SWEEP.get_sweep
-get_followup_sweep = SWEEP.get_followup_sweep
-# chosen(rows): the rows at their arm's pilot learning rate (the grid's points); the other pilot rates and the
-# arms whose rate is not decided yet are left out (rows without a learning-rate override, e.g. tiny=True's, are
-# kept).
+get_sweep, get_followup_sweep = SWEEP.get_sweep, SWEEP.get_followup_sweep
+# chosen(rows): the rows at their arm's pilot rate (the other pilot rates and undecided arms left out; rows without
+# a learning-rate override, e.g. tiny=True's, kept).
 chosen = functools.partial(SWEEP.chosen, arms=ARMS)
 
 

@@ -215,6 +215,16 @@ class Cell:
   provisional: bool = False
 
 
+def matched_columns(arm: Callable[[Cell], str] = lambda c: c.arm, lead: Sequence[Column] = (),
+                    state: Callable[[Cell], str] = lambda c: "") -> list[Column]:
+  """The lead columns of a cell per arm at a parameter-matched width: the arm, `lead` (e.g. its layers), the width
+  (the cell's key), its parameters, its state in floats per sequence (`state`: a note after it) and its rate (a
+  provisional one marked †)."""
+  return [("arm", arm), *lead, ("width", lambda c: c.key), ("params", lambda c: first_count(c.rows, "num_params")),
+          ("state (floats/seq)", lambda c: first_count(c.rows, "state_size") + state(c)),
+          ("lr", lambda c: f"{c.lr:g}" + " †" * c.provisional)]
+
+
 def cells(tuning: protocol.Tuning, rows: Sequence[Row], keys: Iterable[tuple[str, Any]], metric: str,
           point: Callable[[str, Any, float, int], dict], provisional: bool = False,
           rate_key: Callable[[Any], Any] = lambda key: key) -> list[Cell]:

@@ -168,6 +168,15 @@ def test_cells_and_their_columns():
   assert tables.unique_ok(rows + rows[:1] + [{"name": "x", "status": "failed"}]) == rows
 
 
+def test_matched_columns_name_the_cell_and_mark_a_provisional_rate():
+  row = {"num_params": 428160, "state_size": 2048}
+  cells = [tables.Cell("gla", 120, 3e-3, [{"num_params": None}, row]), tables.Cell("softmax", 128, 1e-2, [], True)]
+  kv = lambda c: " (KV)" if c.arm == "softmax" else ""
+  assert tables.columns(cells, tables.matched_columns(lead=[("layers", lambda c: 2)], state=kv)).splitlines() == [
+      "| arm | layers | width | params | state (floats/seq) | lr |", "|---|---|---|---|---|---|",
+      "| gla | 2 | 120 | 428,160 | 2,048 | 0.003 |", "| softmax | 2 | 128 | … | … (KV) | 0.01 † |"]
+
+
 def test_spread_gap_and_rate_tables():
   cells = {"a": [1.0, 1.1], "b": [1.2, 1.3], "c": [1.05, 1.25], "d": [2.0]}
   spread = tables.spread_table(cells, "min").splitlines()
