@@ -438,6 +438,72 @@ def at_rates(seeds_: Iterable[int], cells: Iterable[tuple[str, Any]], lrs: Mappi
   return seed_major(seeds_, cells, at)
 
 
+def metric_of(row: Row, metric: str) -> float:
+  """A finished point's `metric` as a float (0 when it has none)."""
+  return float(row.get(metric) or 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class RateCheck:
+  """A named stage: does an arm's rate, chosen at cell `tuned_at`, serve cell `cell` too? Seed 0 runs at both at
+  the chosen rate; an arm whose point is below `low` at `cell` while reaching `high` at `tuned_at` (the rule's
+  metric, higher better) collapses there, and runs seed 0 at `cell` at the rule's other rates."""
+  rule: LrRule
+  point: Callable[[str, Any, float, int], Point]   # (arm, cell, rate, seed) -> its point
+  cell: Any
+  tuned_at: Any
+  low: float = 0.5
+  high: float = 0.9
+
+  def collapses(self, rows: Iterable[Row], arm: str, lr: float) -> bool:
+    rows = list(rows)
+    small, tuned = (found(rows, self.point(arm, c, lr, 0)) for c in (self.cell, self.tuned_at))
+    return (small is not None and tuned is not None and metric_of(small, self.rule.metric) < self.low
+            and metric_of(tuned, self.rule.metric) >= self.high)
+
+  def points(self, rows: list[Row], lrs: Mapping[str, float]) -> list[Point]:
+    """Seed 0 at both cells at each arm's rate (lrs: {arm: its chosen rate}), then, for each arm that collapses,
+    seed 0 at `cell` at the rule's other rates."""
+    return ([self.point(a, c, lr, 0) for a, lr in lrs.items() for c in (self.cell, self.tuned_at)] +
+            [self.point(a, self.cell, x, 0) for a, lr in lrs.items() if self.collapses(rows, a, lr)
+             for x in self.rule.rates() if x != lr])
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedCheck:
+  """A named stage: is a cell's split between seeds its rate's doing or its budget's? In a cell (an arm at one of
+  its cells, at its chosen rate) where one seed reaches `high` while another is below `low` (the rule's metric,
+  higher better), each failing seed runs at the rule's other rates, and at the chosen rate with `longer` (e.g.
+  more steps) over its overrides."""
+  rule: LrRule
+  point: Callable[[str, Any, float, int], Point]   # (arm, cell, rate, seed) -> the cell's point
+  longer: Mapping[str, Any]
+  low: float = 0.5
+  high: float = 0.9
+
+  def failing(self, rows: Iterable[Row], arm: str, cell: Any, lr: float, seeds: Iterable[int]) -> list[int]:
+    """The seeds of (arm, cell) at rate lr below `low` when another of them reaches `high` (else [])."""
+    rows = list(rows)
+    values = {s: metric_of(r, self.rule.metric) for s in seeds
+              if (r := found(rows, self.point(arm, cell, lr, s))) is not None}
+    return [s for s in sorted(values) if values[s] < self.low] if values and max(values.values()) >= self.high else []
+
+  def longer_point(self, arm: str, cell: Any, lr: float, seed: int) -> Point:
+    return Point({**self.point(arm, cell, lr, seed), **self.longer}, arm)
+
+  def cases(self, rows: list[Row], cells: Iterable[tuple[str, Any, float]], seeds: Sequence[int]
+            ) -> list[tuple[str, Any, float, int]]:
+    """(arm, cell, rate, failing seed) for each of `cells` ((arm, cell, its chosen rate)) whose seeds split."""
+    return [(a, c, lr, s) for a, c, lr in cells for s in self.failing(rows, a, c, lr, seeds)]
+
+  def points(self, rows: list[Row], cells: Iterable[tuple[str, Any, float]], seeds: Sequence[int]) -> list[Point]:
+    """Each failing seed's points: at the rule's other rates, then at the chosen rate with `longer`."""
+    out = []
+    for a, c, lr, s in self.cases(rows, cells, seeds):
+      out += [self.point(a, c, x, s) for x in self.rule.rates() if x != lr] + [self.longer_point(a, c, lr, s)]
+    return out
+
+
 Stage = Callable[[list[Row], dict, dict], list[Point]]
 
 

@@ -192,11 +192,11 @@ def test_mqar_lrcheck_reruns_a_width_32_collapse_at_the_other_rates():
   small = {"_overrides": module.point("gla", 32, 1e-3, 0), "status": "ok", "accuracy": 0.2, "_metrics": []}
   base = [module.point("gla", w, 1e-3, 0) for w in (32, 64)]
   assert module.get_followup_sweep(rows, "stage=lrcheck,arms=gla") == base   # width 32 not run yet
-  assert module.collapses_small(rows + [small], "gla", 1e-3)
+  assert module.LRCHECK.collapses(rows + [small], "gla", 1e-3)
   assert module.get_followup_sweep(rows + [small], "stage=lrcheck,arms=gla+s4") == (
       [module.point("s4", 64, 3e-3, 0)] + base + [module.point("gla", 32, lr, 0) for lr in (3e-3, 1e-2)])
-  assert not module.collapses_small(rows + [{**small, "accuracy": 0.6}], "gla", 1e-3)
-  assert not module.collapses_small(rows + [{**small, "status": "failed"}], "gla", 1e-3)
+  assert not module.LRCHECK.collapses(rows + [{**small, "accuracy": 0.6}], "gla", 1e-3)
+  assert not module.LRCHECK.collapses(rows + [{**small, "status": "failed"}], "gla", 1e-3)
 
 
 def test_mqar_seedcheck_reruns_the_failing_seed_of_a_split_cell_at_the_other_rates():
@@ -210,10 +210,11 @@ def test_mqar_seedcheck_reruns_the_failing_seed_of_a_split_cell_at_the_other_rat
     return {"_overrides": module.point("gla", width, 1e-3, seed), "status": "ok", "accuracy": acc, "_metrics": []}
 
   rows = pilot + [main(32, 0, 0.92), main(32, 1, 0.25), main(128, 0, 0.3), main(128, 1, 0.4)]
-  assert module.split_seeds(rows, "gla", 32, 1e-3) == [1]
-  assert module.split_seeds(rows, "gla", 128, 1e-3) == []          # both fail: a capacity or budget limit
-  assert module.split_seeds(rows, "gla", 64, 1e-3) == []           # the pilot point alone (one seed)
-  assert module.split_seeds(rows, "gla", 32, 1e-3, seeds=(1,)) == []
+  failing = module.SEEDCHECK[False].failing
+  assert failing(rows, "gla", 32, 1e-3, module.SEEDS) == [1]
+  assert failing(rows, "gla", 128, 1e-3, module.SEEDS) == []          # both fail: a capacity or budget limit
+  assert failing(rows, "gla", 64, 1e-3, module.SEEDS) == []           # the pilot point alone (one seed)
+  assert failing(rows, "gla", 32, 1e-3, (1,)) == []
   got = module.get_followup_sweep(rows, "stage=seedcheck,arms=gla,seeds=0+1")
   grid = [module.point("gla", w, 1e-3, s) for s in (0, 1) for w in (32, 64, 128)]
   longer = module.point("gla", 32, 1e-3, 1, **{"train.num_steps": 3000})
@@ -239,10 +240,10 @@ def test_mqar_seedcheck_hard_checks_the_hard_grid():
             "_metrics": []}
 
   main_split = pilot + [row(1, 0.1)]                   # main grid: seed 0 (the pilot point) 0.9, seed 1 0.1
-  assert module.split_seeds(main_split, "gla", 64, 1e-3) == [1]
-  assert module.split_seeds(main_split, "gla", 64, 1e-3, seeds=(0, 1), hard=True) == []
+  assert module.SEEDCHECK[False].failing(main_split, "gla", 64, 1e-3, module.SEEDS) == [1]
+  assert module.SEEDCHECK[True].failing(main_split, "gla", 64, 1e-3, (0, 1)) == []
   rows = pilot + [row(0, 0.99, **extra), row(1, 0.03, **extra)]
-  assert module.split_seeds(rows, "gla", 64, 1e-3, seeds=(0, 1), hard=True) == [1]
+  assert module.SEEDCHECK[True].failing(rows, "gla", 64, 1e-3, (0, 1)) == [1]
   got = module.get_followup_sweep(rows, "stage=seedcheck,hard=True,arms=gla,widths=64")
   grid = [module.point("gla", 64, 1e-3, s, **extra) for s in (0, 1)]
   checks = [module.point("gla", 64, lr, 1, **extra) for lr in (3e-3, 1e-2)]
@@ -346,7 +347,7 @@ def test_hybrids_learning_rate_per_arm():
   lm = "task=lm,arms=softmax2"
   pts = module.get_sweep(lm)
   rows = [{"_overrides": p, "status": "ok", "bits_per_byte": b} for p, b in zip(pts, [2.40, 2.45])]
-  assert module.tuning(lm + ",edge=False").lr(rows, "softmax2", pts[0]["model.d_model"]) == 3e-3   # lower bits/byte wins
+  assert module.tuning(lm + ",edge=False").lr(rows, "softmax2", pts[0]["model.d_model"]) == 3e-3   # lower bits/byte
   with pytest.raises(ValueError, match="edge must be True or False"):
     module.get_sweep("task=lm,edge=1")
   with pytest.raises(ValueError, match="widths must be positive numbers"):

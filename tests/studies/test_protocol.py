@@ -222,6 +222,37 @@ def test_still_rising_reads_the_curve_or_the_carried_mark():
                                                                           ((0, 1.0), (500, 2.0))]})
 
 
+def _check_rows(values):
+  """Finished rows {(arm, width, lr, seed): accuracy} of ARMS' points."""
+  return [{"_overrides": dict(protocol.point(ARMS, a, {"model.d_model": w}, lr, s)), "status": "ok", "accuracy": v}
+          for (a, w, lr, s), v in values.items()]
+
+
+def test_a_rate_check_reruns_a_collapse_at_the_other_rates():
+  point = lambda arm, width, lr, seed: protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed)
+  check = protocol.RateCheck(protocol.LrRule(GRID, edge="up"), point, cell=32, tuned_at=64)
+  rows = _check_rows({("gla", 32, 1e-3, 0): 0.2, ("gla", 64, 1e-3, 0): 0.95, ("softmax", 32, 3e-3, 0): 0.6,
+                      ("softmax", 64, 3e-3, 0): 0.95})
+  assert check.collapses(rows, "gla", 1e-3) and not check.collapses(rows, "softmax", 3e-3)   # 0.6: no collapse
+  assert not check.collapses(rows[1:], "gla", 1e-3)                                         # not run at 32 yet
+  assert check.points(rows, {"gla": 1e-3, "softmax": 3e-3}) == [
+      point("gla", 32, 1e-3, 0), point("gla", 64, 1e-3, 0), point("softmax", 32, 3e-3, 0),
+      point("softmax", 64, 3e-3, 0), point("gla", 32, 3e-3, 0), point("gla", 32, 1e-2, 0)]   # the rule's other rates, its step past the edge too
+
+
+def test_a_seed_check_reruns_a_split_cells_failing_seed_at_the_other_rates_and_longer():
+  point = lambda arm, width, lr, seed: protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed)
+  check = protocol.SeedCheck(protocol.LrRule(GRID), point, {"train.num_steps": 3000})
+  rows = _check_rows({("gla", 32, 1e-3, 0): 0.95, ("gla", 32, 1e-3, 1): 0.1, ("gla", 32, 1e-3, 2): 0.3,
+                      ("gla", 64, 1e-3, 0): 0.4, ("gla", 64, 1e-3, 1): 0.1})
+  assert check.failing(rows, "gla", 32, 1e-3, (0, 1, 2)) == [1, 2]
+  assert check.failing(rows, "gla", 32, 1e-3, (1, 2)) == []      # no seed reaches 0.9
+  assert check.failing(rows, "gla", 64, 1e-3, (0, 1)) == []      # both fail: not a split
+  longer = check.longer_point("gla", 32, 1e-3, 1)
+  assert longer == {**point("gla", 32, 1e-3, 1), "train.num_steps": 3000} and longer.arm == "gla"
+  assert check.points(rows, [("gla", 32, 1e-3), ("gla", 64, 1e-3)], (0, 1)) == [point("gla", 32, 3e-3, 1), longer]
+
+
 def test_numbers_found_and_curve():
   assert protocol.numbers({}, "widths", (32, 64)) == (32, 64)
   assert protocol.numbers({"widths": "128+64"}, "widths", ()) == (128, 64)
