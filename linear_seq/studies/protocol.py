@@ -20,6 +20,10 @@ further. A one-rate grid never steps.
 
 Points carry their arm (`Point.arm`, a dict of overrides with the label beside it), so a table never guesses an
 arm back from overrides; the sweep keeps it (sweep.Point.arm) and collect puts it in each row as '_arm'.
+
+Named extra stages are declared the same way: a RateCheck (does the rate chosen at one cell serve another? an
+arm that collapses there runs the rule's other rates there) and a SeedCheck (is a cell's split between seeds the
+rate's doing or the budget's? its failing seed runs at the other rates, and longer); tables.py has their tables.
 """
 import dataclasses
 import itertools

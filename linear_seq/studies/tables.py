@@ -3,7 +3,8 @@ learning-rate pilot table, the per-cell table (cells at the chosen rate; columns
 std, seeds reaching a threshold, first step reaching it), the separation verdict between two arms (every seed of
 one better than every seed of the other; beside it, where the seeds allow, Welch's t-test, one-sided, with its
 p-value and n) and the tables built on it (each arm's seed spread against the others, an arm's gap to named
-others), the values per evaluation length and per rate, learning curves at fixed steps, and markdown + CSV out.
+others), the values per evaluation length and per rate, learning curves at fixed steps, the rate and seed checks'
+tables (protocol.RateCheck, protocol.SeedCheck), and markdown + CSV out.
 
   python -m linear_seq.studies.tables --table=experiments/mqar/config.py --workdir=runs/mqar \
       --out=experiments/mqar/study.md      # restores the study's points folder into --workdir, writes study.md/.csv
