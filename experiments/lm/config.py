@@ -38,17 +38,15 @@ REFERENCE = ("softmax", 128)  # the parameter budget: softmax at width 128
 WIDTHS = tuple(range(96, 161, 8))  # candidate widths (multiples of 8: 4 heads of even size for RoPE)
 TINY_ARMS = ("softmax", "gla")
 SEEDS = 3
-# Each arm's learning rate, from seed 0 at its matched width (the pilot; lowest validation bits/byte, ties to
-# the smaller rate): PILOT_LRS, then one more step out when the best is at either edge (3e-4 below 1e-3, 3e-2
-# above 1e-2), so the chosen rate is bracketed unless the extension wins too (reported, not extended further).
+# Each arm's rate, from seed 0 at its matched width (the pilot): the lowest validation bits/byte of PILOT_LRS and
+# one step past either edge (3e-4, 3e-2) when the best is there, so that it is bracketed unless the step wins too.
 PILOT_LRS = (1e-3, 3e-3, 1e-2)
 RULE = protocol.LrRule(PILOT_LRS, metric="bits_per_byte", direction="min", edge="both")
 LENGTHS = (512, 2048, 8192)  # evaluation lengths past the training length (128)
 EVAL_TOKENS = 8192  # tokens per evaluation batch at those lengths (batch = EVAL_TOKENS // T, at least 1)
 TINY_LENGTH = 64  # tiny=True: one extra evaluation at twice its training length
 # Context positions (position_loss.json's, 1-based) averaged for the tables' early / late loss columns.
-EARLY = (1, 16)
-LATE = (65, 128)
+EARLY, LATE = (1, 16), (65, 128)
 
 
 def get_config(arg: str = ""):
@@ -56,17 +54,14 @@ def get_config(arg: str = ""):
   return protocol.task("shakespeare.py", tiny=bool(config_lib.parse_options(arg, OPTIONS).get("tiny")))
 
 
-def label(row: dict) -> str:
-  """A point's arm label (ARMS): the one its point carries, else the most specific arm its overrides match."""
-  return protocol.arm_of(row, ARMS)
+# label(row): a point's arm label (ARMS): the one its point carries, else the most specific arm its overrides match.
+label = functools.partial(protocol.arm_of, arms=ARMS)
 
 
 def _opts(arg: str) -> dict:
   opts = protocol.options(arg, OPTIONS, ARMS, DEFAULT_ARMS, TINY_ARMS, SEEDS, STAGES)
-  lengths = () if opts.get("lengths") == "" else protocol.numbers(opts, "lengths", LENGTHS)
-  if opts.get("tiny") and "lengths" not in opts:
-    lengths = (TINY_LENGTH,)
-  return {**opts, "lengths": lengths}
+  default = (TINY_LENGTH,) if opts.get("tiny") else LENGTHS
+  return {**opts, "lengths": () if opts.get("lengths") == "" else protocol.numbers(opts, "lengths", default)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -83,23 +78,18 @@ def point(arm: str, width: int, lr: float, seed: int) -> dict:
 
 
 TUNING = protocol.Tuning(RULE, lambda arm, width, lr: point(arm, width, lr, 0))
-
-
 best_lr = TUNING.best   # best_lr(rows, arm, width) -> (its rate or None, the seed-0 points still to run)
 # pilot: seed 0 of every arm at its width and each rate of PILOT_LRS, then the steps past the edge; main: every
 # seed at each arm's chosen rate, seed-major (seed 0's is its pilot point).
 SWEEP = protocol.Study(_opts, TUNING, keys=lambda opts: _keys(tuple(opts["arms"])), point=point,
                        tiny=lambda arm: {**ARMS[arm], "seed": 0}, stages={"pilot": None}, arm_of=label,
                        cell_of=lambda r: r["_overrides"].get("model.d_model"))
-get_sweep = SWEEP.get_sweep
-get_followup_sweep = SWEEP.get_followup_sweep
-# chosen(rows): the rows at their arm's chosen rate (what the tables and plots compare); rows without a rate
-# override (tiny=True) are kept, arms whose rate is undecided are left out.
+get_sweep, get_followup_sweep = SWEEP.get_sweep, SWEEP.get_followup_sweep
+# chosen(rows): the rows at their arm's chosen rate, which the plots compare (tiny=True's kept, undecided left out).
 chosen = functools.partial(SWEEP.chosen, arms=ARMS)
 
 
-def get_eval_args(arg: str = ""):
-  del arg
+def get_eval_args():
   return ["--position_loss"]
 
 
@@ -115,9 +105,8 @@ def get_extra_commands(arg: str = ""):
 ZOOM_LEFT_OUT = ("softmax", "deltanet")
 
 
-def get_plots(arg: str = ""):
+def get_plots():
   """Every plot at each arm's chosen learning rate (the pilot's other rates left out)."""
-  del arg
   arms = {"group": label, "groups": list(ARMS), "select": chosen}
   lengths = {"kind": "xy", "x": "eval_seq_len", "y": "bits_per_byte", **arms, "logx": 2,
              "xlabel": "evaluation length (bytes)", "ylabel": "validation bits/byte"}
@@ -141,8 +130,8 @@ def get_plots(arg: str = ""):
 
 def load_rows(workdir: str) -> list[dict]:
   """Rows of every point stage=main defines that has a sub-workdir (finished or not), chosen as the sweep does."""
-  here = os.path.join(_HERE, "config.py")
-  return tables.study_rows(here, workdir, "stage=main", extra_commands=get_extra_commands("stage=main"))
+  return tables.study_rows(os.path.join(_HERE, "config.py"), workdir, "stage=main",
+                           extra_commands=get_extra_commands("stage=main"))
 
 
 def _widths(rows) -> list[tuple[str, int | None]]:
@@ -152,8 +141,7 @@ def _widths(rows) -> list[tuple[str, int | None]]:
 
 
 def pilot_table(rows) -> str:
-  return tables.pilot_table(TUNING, rows, _widths(rows),
-                            lambda r: tables.fmt(float(r["bits_per_byte"])),
+  return tables.pilot_table(TUNING, rows, _widths(rows), lambda r: tables.fmt(float(r["bits_per_byte"])),
                             lambda arm, w: (arm, tables.MISSING if w is None else w), ("arm", "width"))
 
 
@@ -166,12 +154,10 @@ def cells(rows) -> list[tables.Cell]:
 
 
 def main_table(cs, seeds: int = SEEDS) -> str:
-  first = lambda c, key: tables.first_count(c.rows, key)
   kv = lambda c: f" (KV cache, T={c.rows[0]['_config'].get('data.seq_len')})" if c.arm == "softmax" and c.rows else ""
   means = lambda c, key, digits: tables.mean_std(tables.values(c.rows, key), digits, std=False)
   return tables.columns(cs, [
-      ("arm", lambda c: c.arm), ("width", lambda c: c.key), ("params", lambda c: first(c, "num_params")),
-      ("state (floats/seq)", lambda c: first(c, "state_size") + kv(c)), ("lr", lambda c: f"{c.lr:g}"),
+      *tables.matched_columns(state=kv),
       *tables.seed_columns(lambda c: tables.values(c.rows, "bits_per_byte"), seeds, "bits/byte"),
       ("train tokens/s", lambda c: means(c, "tokens_per_sec", 0)),
       ("decode ms/token", lambda c: means(c, "decode_ms_per_token", 3)),

@@ -16,13 +16,12 @@ from linear_seq.studies import tables
 
 STUDY = "mqar"
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_MQAR = os.path.join(_HERE, "..", "..", "configs", "mqar.py")
+_TASK = config_lib.load_module(os.path.join(protocol.CONFIGS, "mqar.py"))   # configs/mqar.py
 ARCHIVE = os.path.join(_HERE, "points")
 OPTIONS = ("tiny", "stage", "arms", "seeds", "widths", "hard")
 STAGES = ("pilot", "main", "hard", "lrcheck", "seedcheck")
 # Every follow-up a complete study runs (the tables enumerate its points from these).
 FOLLOWUP_ARGS = tuple(f"stage={s}" for s in STAGES) + ("stage=seedcheck,hard=True",)
-
 # Arms: label -> overrides. Linear attention with two feature maps; the delta rule with its three gates.
 ARMS = {
     **protocol.arms("softmax"),
@@ -39,10 +38,9 @@ PILOT_WIDTH = 64
 PILOT_LRS = (1e-3, 3e-3)
 WIDTHS = (32, 64, 128)
 SEEDS = (0, 1, 2)
-HARD = config_lib.load_module(_MQAR).HARD   # the task's hard point (configs/mqar.py:point=hard)
+HARD, HARD_STEPS = _TASK.HARD, _TASK.HARD_STEPS   # the task's hard point (point=hard) and its step budget
 HARD_WIDTHS = (64, 128)
 HARD_SEEDS = (0, 1)
-HARD_STEPS = config_lib.load_module(_MQAR).HARD_STEPS
 CHECK_WIDTH = 32
 SEEDCHECK_STEPS = 3000
 TINY_ARMS = ("softmax", "gla")
@@ -55,23 +53,19 @@ def get_config(arg: str = ""):
   return protocol.task("mqar.py", {"eval.batch_size": 250, "train.eval_every": 250}, tiny)
 
 
-def arm_of(row: dict) -> str:
-  """The arm label of a result row: the one its point carries, else the arm its overrides match."""
-  return protocol.arm_of(row, ARMS)
+arm_of = functools.partial(protocol.arm_of, arms=ARMS)   # a row's arm: its point's, else the one its overrides match
 
 
 def _opts(arg: str) -> dict:
   opts = config_lib.parse_options(arg, OPTIONS)
   stage = protocol.choice(opts, "stage", STAGES, "main")
-  names = protocol.arm_labels(opts, ARMS, tiny=TINY_ARMS)
   if opts.get("hard") and stage != "seedcheck":
     raise ValueError(f"hard=True is a seedcheck option (stage {stage}: use stage=hard for the hard grid)")
   hard = stage == "hard" or bool(opts.get("hard"))
-  seeds = protocol.seeds(opts.get("seeds", "+".join(map(str, HARD_SEEDS if hard else SEEDS))),
-                         within=HARD_SEEDS if hard else SEEDS, where=f"stage {stage}")
-  allowed = HARD_WIDTHS if hard else WIDTHS
-  widths = protocol.numbers(opts, "widths", allowed, allowed=allowed, where=f"stage {stage}")
-  return {**opts, "stage": stage, "arms": names, "seeds": seeds, "widths": widths, "hard": hard}
+  (seeds, widths), where = (HARD_SEEDS, HARD_WIDTHS) if hard else (SEEDS, WIDTHS), f"stage {stage}"
+  return {**opts, "stage": stage, "arms": protocol.arm_labels(opts, ARMS, tiny=TINY_ARMS), "hard": hard,
+          "seeds": protocol.seeds(opts.get("seeds", seeds), seeds, where),
+          "widths": protocol.numbers(opts, "widths", widths, allowed=widths, where=where)}
 
 
 def point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
@@ -84,69 +78,40 @@ def grid_extra(hard: bool) -> dict:
   return {**HARD, "train.num_steps": HARD_STEPS} if hard else {}
 
 
-def still_rising(row: dict, window: int = 500, delta: float = 0.01) -> bool:
-  """Below 0.99 at the end and up by more than `delta` over the last `window` steps of its eval curve. A row
-  without a curve (imported from the committed tables by import_rows.py) carries the tables' mark instead."""
-  curve = protocol.curve(row)
-  if not curve:
-    return bool(row.get("still_rising"))
-  last_step, last = curve[-1]
-  before = [a for s, a in curve if s <= last_step - window]
-  return last < 0.99 and bool(before) and last - before[-1] > delta
-
-
+# A point of the main (GRID_POINT[False]) or the hard (GRID_POINT[True]) grid.
+GRID_POINT = {hard: lambda a, w, lr, s, hard=hard: point(a, w, lr, s, **grid_extra(hard)) for hard in (False, True)}
+# Below 0.99 at the end and up by more than 0.01 over the last 500 steps of its eval curve (a row imported from the
+# committed tables by import_rows.py carries the tables' mark instead).
+still_rising = protocol.still_rising(window=500, delta=0.01, below=0.99)
 # The pilot's rule: the better of PILOT_LRS by final accuracy (ties: the smaller rate; a failed point loses); if
 # that is the larger rate and it is still rising, seed 0 runs at 1e-2 too, which wins if better.
 RULE = protocol.LrRule(PILOT_LRS, metric="accuracy", direction="max", edge="up", condition=still_rising,
                        condition_text="still rising")
-CHECK_LRS = tuple(RULE.rates())
 TUNING = protocol.Tuning(RULE, lambda arm, cell, lr: point(arm, PILOT_WIDTH, lr, 0))
 best_lr = TUNING.best   # best_lr(rows, arm) -> (the arm's rate or None, the pilot points still to run)
-
-
-def main_row(rows, arm: str, width: int, lr: float, seed: int = 0, **more):
-  return protocol.found(rows, point(arm, width, lr, seed, **more))
-
-
-def collapses_small(rows, arm: str, lr: float) -> bool:
-  """arm's seed-0 main point at CHECK_WIDTH is below 0.5 while the one at PILOT_WIDTH reaches 0.9."""
-  small, pilot = main_row(rows, arm, CHECK_WIDTH, lr), main_row(rows, arm, PILOT_WIDTH, lr)
-  return (small is not None and pilot is not None and float(small.get("accuracy") or 0.0) < 0.5
-          and float(pilot.get("accuracy") or 0.0) >= 0.9)
-
-
-def split_seeds(rows, arm: str, width: int, lr: float, seeds=SEEDS, hard: bool = False) -> list[int]:
-  """The seeds of arm's main (hard: hard) point (width, lr) below 0.5 when another of them reaches 0.9 (else [])."""
-  acc = {s: float(r.get("accuracy") or 0.0) for s in seeds
-         if (r := main_row(rows, arm, width, lr, s, **grid_extra(hard))) is not None}
-  return [s for s in sorted(acc) if acc[s] < 0.5] if acc and max(acc.values()) >= 0.9 else []
+# The checks: does the rate chosen at PILOT_WIDTH serve CHECK_WIDTH (stage lrcheck: below 0.5 there while reaching
+# 0.9 at PILOT_WIDTH, the other rates there); is a grid cell's split (one seed ≥ 0.9, one below 0.5) the rate's
+# doing or the budget's (stage seedcheck: the failing seed at the other rates, and for SEEDCHECK_STEPS)?
+LRCHECK = protocol.RateCheck(RULE, point, cell=CHECK_WIDTH, tuned_at=PILOT_WIDTH)
+SEEDCHECK = {h: protocol.SeedCheck(RULE, GRID_POINT[h], {"train.num_steps": SEEDCHECK_STEPS}) for h in (False, True)}
 
 
 def _grid(rows, opts: dict, lrs: dict) -> list[dict]:
   """The stage's grid (main or hard: its seeds x arms x widths, seed-major) at each arm's pilot rate."""
   del rows
-  extra = grid_extra(opts["hard"])
   return protocol.at_rates(opts["seeds"], [(a, w) for a in opts["arms"] for w in opts["widths"]], lrs,
-                           lambda a, w, lr, s: point(a, w, lr, s, **extra), rate_key=lambda a, w: (a, None))
+                           GRID_POINT[opts["hard"]], rate_key=lambda a, w: (a, None))
 
 
 def _lrcheck(rows, opts: dict, lrs: dict) -> list[dict]:
-  """Seed 0's main points at CHECK_WIDTH and PILOT_WIDTH (finished ones are skipped), then the other rates of
-  CHECK_LRS at CHECK_WIDTH for each arm that collapses there (collapses_small)."""
-  lr = {a: lrs[a, None] for a in opts["arms"] if lrs[a, None] is not None}
-  return ([point(a, w, lr[a], 0) for a in lr for w in (CHECK_WIDTH, PILOT_WIDTH)] +
-          [point(a, CHECK_WIDTH, x, 0) for a in lr if collapses_small(rows, a, lr[a]) for x in CHECK_LRS if x != lr[a]])
+  """Seed 0's main points at CHECK_WIDTH and PILOT_WIDTH (finished ones are skipped), then LRCHECK's other rates."""
+  return LRCHECK.points(rows, {a: lrs[a, None] for a in opts["arms"] if lrs[a, None] is not None})
 
 
 def _seedcheck(rows, opts: dict, lrs: dict) -> list[dict]:
-  """The grid's points (finished ones are skipped), then each split cell's failing seed (split_seeds) at the
-  other rates of CHECK_LRS and at the chosen rate for SEEDCHECK_STEPS."""
-  out, extra = _grid(rows, opts, lrs), grid_extra(opts["hard"])
-  for a, w in [(a, w) for a in opts["arms"] if lrs[a, None] is not None for w in opts["widths"]]:
-    for s in split_seeds(rows, a, w, lrs[a, None], opts["seeds"], hard=opts["hard"]):
-      out += [point(a, w, lr, s, **extra) for lr in CHECK_LRS if lr != lrs[a, None]]
-      out.append(point(a, w, lrs[a, None], s, **{**extra, "train.num_steps": SEEDCHECK_STEPS}))
-  return out
+  """The grid's points (finished ones are skipped), then each split cell's failing seed (SEEDCHECK's points)."""
+  cells = [(a, w, lrs[a, None]) for a in opts["arms"] if lrs[a, None] is not None for w in opts["widths"]]
+  return _grid(rows, opts, lrs) + SEEDCHECK[opts["hard"]].points(rows, cells, opts["seeds"])
 
 
 # The study: the pilot (every arm at PILOT_WIDTH, seed 0, each rate of RULE's grid) chooses each arm's rate; each
@@ -155,34 +120,26 @@ SWEEP = protocol.Study(
     _opts, TUNING, keys=lambda opts: [(a, None) for a in opts["arms"]],
     stages={"pilot": None, "main": _grid, "hard": _grid, "lrcheck": _lrcheck, "seedcheck": _seedcheck},
     tiny=lambda arm: {**ARMS[arm], "model.d_model": 16, "seed": 0}, pilot_todo=True, arm_of=arm_of)
-get_sweep = SWEEP.get_sweep
-get_followup_sweep = SWEEP.get_followup_sweep
-# chosen(rows): the rows at their arm's pilot learning rate (the grid's points); the other pilot rates and the
-# arms whose rate is not decided yet are left out (rows without a learning-rate override, e.g. tiny=True's, are
-# kept).
+get_sweep, get_followup_sweep = SWEEP.get_sweep, SWEEP.get_followup_sweep
+# chosen(rows): the rows at their arm's pilot rate (undecided arms left out; rows without a rate, tiny=True's, kept).
 chosen = functools.partial(SWEEP.chosen, arms=ARMS)
 
 
 def get_plots(arg: str = ""):
-  opts = _opts(arg)
-  # The grid's own budget: seedcheck's longer points at the chosen rate stay out.
-  main = {"data.seq_len": 16 if opts.get("tiny") else 64, "train.num_steps": get_config(arg).train.num_steps}
-  common_ = {"y": "accuracy", "group": arm_of, "select": chosen, "logx": 2}
-  task = "MQAR (T={data.seq_len}, {data.num_kv_pairs} kv pairs"
-  return [
-      {"kind": "xy", "x": "state_size", "where": main, "file": "accuracy_vs_state_size.png",
-       "title": task + "): accuracy vs recurrent state", "xlabel": "state size (floats / sequence)", **common_},
-      {"kind": "xy", "x": "model.d_model", "where": main, "file": "accuracy_vs_width.png",
-       "title": task + "): accuracy vs width", "xlabel": "model width", **common_},
-      {"kind": "xy", "x": "model.d_model", "where": {"data.seq_len": 128, "train.num_steps": HARD_STEPS},
-       "file": "accuracy_vs_width_hard.png", "title": task + ", {train.num_steps} steps)", "xlabel": "model width",
-       **common_},
-  ]
+  """Accuracy vs state size and vs width (main grid), vs width (hard grid), each grid at its own budget."""
+  config = get_config(arg)
+  main = {"data.seq_len": config.data.seq_len, "train.num_steps": config.train.num_steps}
+  common_ = {"kind": "xy", "y": "accuracy", "group": arm_of, "select": chosen, "logx": 2}
+  task, width = "MQAR (T={data.seq_len}, {data.num_kv_pairs} kv pairs", {"x": "model.d_model", "xlabel": "model width"}
+  return [{"x": "state_size", "where": main, "file": "accuracy_vs_state_size.png", **common_,
+           "title": task + "): accuracy vs recurrent state", "xlabel": "state size (floats / sequence)"},
+          {"where": main, "file": "accuracy_vs_width.png", "title": task + "): accuracy vs width", **width, **common_},
+          {"where": {"data.seq_len": 128, "train.num_steps": HARD_STEPS}, "file": "accuracy_vs_width_hard.png",
+           "title": task + ", {train.num_steps} steps)", **width, **common_}]
 
 
 def load_rows(workdir: str) -> list[dict]:
-  """Rows of every point the stages define that has a sub-workdir (finished or not), every stage's follow-up
-  rounds replayed (main needs the pilot's 1e-2 rows)."""
+  """Rows of the stages' points that have a sub-workdir (finished or not), every stage's follow-ups replayed."""
   return tables.study_rows(os.path.join(_HERE, "config.py"), workdir, followup_args=FOLLOWUP_ARGS)
 
 
@@ -196,45 +153,33 @@ def pilot_table(rows) -> str:
 
 
 def grid(rows, hard: bool) -> list[tables.Cell]:
-  """A Cell per arm and width of the main (hard: hard) grid, at the arm's pilot rate when it is decided: the
-  grid's own points (seedcheck's longer runs stay out)."""
+  """A Cell per arm and width of the main (hard: hard) grid at the arm's pilot rate, once decided (its own points)."""
   keys = [(a, w) for a in ARMS for w in (HARD_WIDTHS if hard else WIDTHS)]
-  return tables.cells(TUNING, rows, keys, "accuracy", lambda a, w, lr, s: point(a, w, lr, s, **grid_extra(hard)),
-                      rate_key=lambda w: None)
+  return tables.cells(TUNING, rows, keys, "accuracy", GRID_POINT[hard], rate_key=lambda w: None)
 
 
 def grid_table(cells, seeds: int = len(SEEDS)) -> str:
-  """The grid's cells: state size, each of `seeds` seeds' accuracy, mean ± std, seeds reaching THRESHOLD and the
-  first step each reached it."""
+  """The grid's cells: state size, each of `seeds` seeds' accuracy, mean ± std, seeds reaching THRESHOLD and when."""
   size = lambda c: tables.first_count(c.rows, "state_size")
-  first = lambda r: tables.first_step(r, THRESHOLD)
-  steps = lambda c: " / ".join("—" if t is None else str(t) for t in map(first, c.rows))
   return tables.columns(cells, [
       ("arm", lambda c: c.arm), ("width", lambda c: c.key), ("lr", lambda c: f"{c.lr:g}"), ("state (floats)", size),
-      *tables.seed_columns(lambda c: tables.values(c.rows, "accuracy"), seeds, "accuracy", THRESHOLD, one=" (1 seed)"),
-      (f"first step ≥ {THRESHOLD}", steps)])
+      *tables.seed_columns(lambda c: tables.values(c.rows, "accuracy"), seeds, "accuracy", THRESHOLD, one=" (1 seed)",
+                           steps=lambda c: c.rows)])
 
 
 def lrcheck_table(rows) -> str:
-  """Seed 0 at CHECK_WIDTH per learning rate, for the arms the lrcheck stage ran (collapses_small)."""
-  body = [[arm, f"{lr:g}", *(_cell(main_row(rows, arm, CHECK_WIDTH, x)) for x in CHECK_LRS)]
-          for arm in ARMS if (lr := best_lr(rows, arm)[0]) is not None and collapses_small(rows, arm, lr)]
-  return tables.markdown(["arm", "chosen lr (width 64)", *(f"lr {x:g}" for x in CHECK_LRS)], body)
+  """Seed 0 at CHECK_WIDTH per learning rate, for the arms the lrcheck stage ran (LRCHECK.collapses)."""
+  lrs = {arm: lr for arm in ARMS if (lr := best_lr(rows, arm)[0]) is not None}
+  return tables.rate_check_table(LRCHECK, rows, lrs, _cell, f"chosen lr (width {PILOT_WIDTH})")
 
 
 def seedcheck_table(rows, hard: bool = False) -> str:
-  """Each main-grid (hard: hard-grid) cell whose seeds split (split_seeds): the failing seed at every rate of
-  CHECK_LRS and at the chosen rate for SEEDCHECK_STEPS, beside the cell's other seeds at the chosen rate."""
-  extra, body = grid_extra(hard), []
+  """Each main-grid (hard: hard-grid) cell whose seeds split (SEEDCHECK): the failing seed at every rate and at the
+  chosen rate for SEEDCHECK_STEPS, beside the cell's other seeds at the chosen rate."""
   seeds, widths = (HARD_SEEDS, HARD_WIDTHS) if hard else (SEEDS, WIDTHS)
-  for arm, lr, w in [(a, best_lr(rows, a)[0], w) for a in ARMS for w in widths]:
-    for seed in [] if lr is None else split_seeds(rows, arm, w, lr, seeds, hard=hard):
-      others = [(s, r) for s in seeds if s != seed and (r := main_row(rows, arm, w, lr, s, **extra))]
-      longer = main_row(rows, arm, w, lr, seed, **{**extra, "train.num_steps": SEEDCHECK_STEPS})
-      body.append([arm, w, f"{lr:g}", ", ".join(f"{s}: {tables.fmt(float(r['accuracy']))}" for s, r in others), seed,
-                   *(_cell(main_row(rows, arm, w, x, seed, **extra)) for x in CHECK_LRS), _cell(longer)])
-  return tables.markdown(["arm", "width", "chosen lr", "other seeds at it", "seed", *(f"lr {x:g}" for x in CHECK_LRS),
-                          f"chosen lr, {SEEDCHECK_STEPS:,} steps"], body)
+  cells = [(a, w, lr) for a in ARMS if (lr := best_lr(rows, a)[0]) is not None for w in widths]
+  return tables.seed_check_table(SEEDCHECK[hard], rows, cells, seeds, _cell,
+                                 longer_header=f"chosen lr, {SEEDCHECK_STEPS:,} steps")
 
 
 def write(workdir: str, archive_dir: str = "", out: str = "") -> str:

@@ -1,7 +1,7 @@
 """Parameter counts of the LM a config builds, and the width at which a mixer matches a reference's count
 (the LM study compares mixers at equal parameter count)."""
 import functools
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 from flax import nnx
 import jax
@@ -55,3 +55,19 @@ def matched_widths(config: ml_collections.ConfigDict, mixers: Sequence[str | dic
   if all(isinstance(m, str) for m in mixers):
     return {m: best(m) for m in mixers}
   return [best(m) for m in mixers]
+
+
+def matched_cells(config: ml_collections.ConfigDict, arms: Mapping[str, dict], widths: Sequence[int],
+                  reference: Callable[[str], dict], reference_widths: Sequence[int]) -> dict[tuple[str, int], int]:
+  """{(arm, reference width): the arm's width} for each reference width, then each arm: matched_widths against
+  the arm's reference model (reference(arm): its overrides) at that width. The arms sharing a reference are
+  matched together, in the order their references first appear, each group in `arms`' order."""
+  groups: dict[str, list[str]] = {}
+  for arm in arms:
+    groups.setdefault(repr(sorted(reference(arm).items())), []).append(arm)
+  out = {}
+  for ref in reference_widths:
+    for names in groups.values():
+      got = matched_widths(config, [arms[a] for a in names], widths, (reference(names[0]), ref))
+      out.update(zip([(a, ref) for a in names], got))
+  return out

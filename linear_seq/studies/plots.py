@@ -328,9 +328,10 @@ def default_plots(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def draw(specs: Sequence[dict[str, Any]] | None, rows: Sequence[dict[str, Any]], workdir: str) -> list[str]:
-  """Draws each spec to workdir/spec['file'] (+ its .pdf); returns the files written, PNG then PDF (specs with
-  no data are skipped)."""
+  """Draws each spec to workdir/spec['file'] (+ its .pdf; workdir is made if need be); returns the files written,
+  PNG then PDF (specs with no data are skipped)."""
   written = []
+  os.makedirs(workdir, exist_ok=True)
   for spec in specs if specs is not None else default_plots(rows):
     kind = spec.get("kind", "xy")
     if kind not in KINDS:

@@ -20,8 +20,13 @@ further. A one-rate grid never steps.
 
 Points carry their arm (`Point.arm`, a dict of overrides with the label beside it), so a table never guesses an
 arm back from overrides; the sweep keeps it (sweep.Point.arm) and collect puts it in each row as '_arm'.
+
+Named extra stages are declared the same way: a RateCheck (does the rate chosen at one cell serve another? an
+arm that collapses there runs the rule's other rates there) and a SeedCheck (is a cell's split between seeds the
+rate's doing or the budget's? its failing seed runs at the other rates, and longer); tables.py has their tables.
 """
 import dataclasses
+import itertools
 import math
 import os
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
@@ -57,6 +62,19 @@ MIXER_ARMS = {
 def arms(*labels: str) -> dict[str, dict[str, Any]]:
   """{label: MIXER_ARMS[label]} for `labels`, in their order (copies: a study may extend one)."""
   return {label: dict(MIXER_ARMS[label]) for label in labels}
+
+
+def layer_arms(*stacks: str) -> dict[str, dict[str, Any]]:
+  """Arms of one mixer per layer, from their comma-joined mixers ('gla,gla,gla,softmax'): {label: {
+  model.layer_mixers, model.num_layers}}, in order. The label names each run of a mixer, its count after the name
+  when above 1, joined by '-' ('gla3-softmax'; 'gla,gla' -> 'gla2'): no commas or spaces, so `arms=` can name it."""
+  out = {}
+  for stack in stacks:
+    mixers = stack.split(",")
+    runs = [(m, len(list(group))) for m, group in itertools.groupby(mixers)]
+    out["-".join(m + (str(n) if n > 1 else "") for m, n in runs)] = {"model.layer_mixers": stack,
+                                                                      "model.num_layers": len(mixers)}
+  return out
 
 
 class Point(dict):
@@ -140,11 +158,17 @@ def seeds(value: int | str | Sequence[int], within: Sequence[int] | None = None,
 
 
 def options(arg: str, keys: Sequence[str], arms_: Mapping[str, Any], default_arms: Sequence[str] | None = None,
-            tiny_arms: Sequence[str] = (), default_seeds: int | str = 1, stages: Sequence[str] = ()) -> dict:
+            tiny_arms: Sequence[str] = (), default_seeds: int | str = 1, stages: Sequence[str] = (),
+            flags: Mapping[str, bool] | None = None) -> dict:
   """A study's options (config_lib.parse_options of `arg` over `keys`) with the common ones resolved: with
   `stages`, 'stage' (one of them, default 'main'); 'seeds' (protocol.seeds: a count or the seeds, default
-  `default_seeds`); 'arms' (arm_labels of `arms_`)."""
+  `default_seeds`); 'arms' (arm_labels of `arms_`); each of `flags` ({name: default}, e.g. edge=False) True or
+  False."""
   opts = config_lib.parse_options(arg, keys)
+  for name, default in (flags or {}).items():
+    opts[name] = opts.get(name, default)
+    if not isinstance(opts[name], bool):
+      raise ValueError(f"{name} must be True or False, got {opts[name]!r}")
   if stages:
     opts["stage"] = choice(opts, "stage", stages, "main")
   opts["seeds"] = seeds(opts.get("seeds", default_seeds))
@@ -180,6 +204,20 @@ def found(rows: Iterable[Row], overrides: Mapping[str, Any]) -> Row | None:
 def curve(row: Row, key: str = "eval_accuracy") -> list[tuple[int, float]]:
   """A row's learning curve of `key`: [(step, value)] from its metrics.jsonl ('_metrics'), in order."""
   return [(m["step"], m[key]) for m in row.get("_metrics") or () if key in m]
+
+
+def still_rising(window: int = 500, delta: float = 0.01, below: float = 0.99, key: str = "eval_accuracy"
+                 ) -> Callable[[Row], bool]:
+  """An LrRule condition: the point's `key` curve ends below `below` and rose by more than `delta` over its last
+  `window` steps. A row without a curve (rebuilt from a committed table) carries the table's mark, 'still_rising'."""
+  def rising(row: Row) -> bool:
+    points = curve(row, key)
+    if not points:
+      return bool(row.get("still_rising"))
+    last_step, last = points[-1]
+    before = [v for s, v in points if s <= last_step - window]
+    return last < below and bool(before) and last - before[-1] > delta
+  return rising
 
 
 def ladder_step(lr: float, up: bool) -> float:
@@ -299,12 +337,13 @@ class Tuning:
 
   def chosen(self, rows: Iterable[Row], arm_of: Callable[[Row], str],
              cell_of: Callable[[Row], Hashable] = lambda r: None, arms: Iterable[str] | None = None,
-             provisional: bool = False) -> list[Row]:
-    """The rows at their (arm, cell)'s chosen rate, in order (provisional: the grid's best while the step past its
-    edge is pending); rows without a rate override (a tiny sweep's) are kept; those of an arm whose rate is not
-    decided, or not among `arms` (when given), are left out."""
+             provisional: bool = False, ordered: bool = False) -> list[Row]:
+    """The rows at their (arm, cell)'s chosen rate, in order (ordered: in `arms`' order, e.g. a plot's axis;
+    provisional: the grid's best while the step past its edge is pending); rows without a rate override (a tiny
+    sweep's) are kept; those of an arm whose rate is not decided, or not among `arms` (when given), are left out."""
     rows = list(rows)
-    by_key, lrs, known = index(rows), {}, None if arms is None else set(arms)
+    order = None if arms is None else list(arms)
+    by_key, lrs, known = index(rows), {}, None if order is None else set(order)
     out = []
     for r in rows:
       lr = r["_overrides"].get("train.learning_rate")
@@ -318,6 +357,8 @@ class Tuning:
         lrs[arm, cell] = self.lr(by_key, arm, cell, provisional)
       if lrs[arm, cell] == lr:
         out.append(r)
+    if ordered and order is not None:
+      out.sort(key=lambda r: order.index(arm_of(r)) if arm_of(r) in known else len(order))
     return out
 
   def plan(self, rows, keys: Iterable[tuple[str, Hashable]], provisional: bool = False, grid: bool = False
@@ -401,6 +442,72 @@ def at_rates(seeds_: Iterable[int], cells: Iterable[tuple[str, Any]], lrs: Mappi
   return seed_major(seeds_, cells, at)
 
 
+def metric_of(row: Row, metric: str) -> float:
+  """A finished point's `metric` as a float (0 when it has none)."""
+  return float(row.get(metric) or 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class RateCheck:
+  """A named stage: does an arm's rate, chosen at cell `tuned_at`, serve cell `cell` too? Seed 0 runs at both at
+  the chosen rate; an arm whose point is below `low` at `cell` while reaching `high` at `tuned_at` (the rule's
+  metric, higher better) collapses there, and runs seed 0 at `cell` at the rule's other rates."""
+  rule: LrRule
+  point: Callable[[str, Any, float, int], Point]   # (arm, cell, rate, seed) -> its point
+  cell: Any
+  tuned_at: Any
+  low: float = 0.5
+  high: float = 0.9
+
+  def collapses(self, rows: Iterable[Row], arm: str, lr: float) -> bool:
+    rows = list(rows)
+    small, tuned = (found(rows, self.point(arm, c, lr, 0)) for c in (self.cell, self.tuned_at))
+    return (small is not None and tuned is not None and metric_of(small, self.rule.metric) < self.low
+            and metric_of(tuned, self.rule.metric) >= self.high)
+
+  def points(self, rows: list[Row], lrs: Mapping[str, float]) -> list[Point]:
+    """Seed 0 at both cells at each arm's rate (lrs: {arm: its chosen rate}), then, for each arm that collapses,
+    seed 0 at `cell` at the rule's other rates."""
+    return ([self.point(a, c, lr, 0) for a, lr in lrs.items() for c in (self.cell, self.tuned_at)] +
+            [self.point(a, self.cell, x, 0) for a, lr in lrs.items() if self.collapses(rows, a, lr)
+             for x in self.rule.rates() if x != lr])
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedCheck:
+  """A named stage: is a cell's split between seeds its rate's doing or its budget's? In a cell (an arm at one of
+  its cells, at its chosen rate) where one seed reaches `high` while another is below `low` (the rule's metric,
+  higher better), each failing seed runs at the rule's other rates, and at the chosen rate with `longer` (e.g.
+  more steps) over its overrides."""
+  rule: LrRule
+  point: Callable[[str, Any, float, int], Point]   # (arm, cell, rate, seed) -> the cell's point
+  longer: Mapping[str, Any]
+  low: float = 0.5
+  high: float = 0.9
+
+  def failing(self, rows: Iterable[Row], arm: str, cell: Any, lr: float, seeds: Iterable[int]) -> list[int]:
+    """The seeds of (arm, cell) at rate lr below `low` when another of them reaches `high` (else [])."""
+    rows = list(rows)
+    values = {s: metric_of(r, self.rule.metric) for s in seeds
+              if (r := found(rows, self.point(arm, cell, lr, s))) is not None}
+    return [s for s in sorted(values) if values[s] < self.low] if values and max(values.values()) >= self.high else []
+
+  def longer_point(self, arm: str, cell: Any, lr: float, seed: int) -> Point:
+    return Point({**self.point(arm, cell, lr, seed), **self.longer}, arm)
+
+  def cases(self, rows: list[Row], cells: Iterable[tuple[str, Any, float]], seeds: Sequence[int]
+            ) -> list[tuple[str, Any, float, int]]:
+    """(arm, cell, rate, failing seed) for each of `cells` ((arm, cell, its chosen rate)) whose seeds split."""
+    return [(a, c, lr, s) for a, c, lr in cells for s in self.failing(rows, a, c, lr, seeds)]
+
+  def points(self, rows: list[Row], cells: Iterable[tuple[str, Any, float]], seeds: Sequence[int]) -> list[Point]:
+    """Each failing seed's points: at the rule's other rates, then at the chosen rate with `longer`."""
+    out = []
+    for a, c, lr, s in self.cases(rows, cells, seeds):
+      out += [self.point(a, c, x, s) for x in self.rule.rates() if x != lr] + [self.longer_point(a, c, lr, s)]
+    return out
+
+
 Stage = Callable[[list[Row], dict, dict], list[Point]]
 
 
@@ -417,7 +524,8 @@ class Study:
     the steps past the edge are listed in.
   tiny(arm) -> the arm's tiny=True point (the only point of a tiny sweep: no rates, no follow-ups); a study that
     declares none runs tiny=True through its rule and stages like any options (its options make them small).
-  point(arm, cell, rate, seed) -> a point of the study (each_seed's).
+  point(arm, cell, rate, seed) -> a point of the study (each_seed's); default: the pilot point of (arm, cell, rate)
+    with its seed replaced.
   stages: {stage: fn(rows, opts, lrs) -> its points} with lrs = {(arm, cell): rate, None until known}; a stage
     mapped to None is the pilot alone; a stage not named runs each_seed.
   pilot_todo: the follow-ups list the grid's own seed-0 points still to run as well (before the steps past its
@@ -439,10 +547,16 @@ class Study:
   def tuned(self, opts: dict) -> Tuning:
     return self.tuning if isinstance(self.tuning, Tuning) else self.tuning(opts)
 
+  def tuning_for(self, arg: str = "") -> Tuning:
+    """The Tuning under the options `arg` (its rule: .rule.rates(); an arm's rate: .lr(rows, arm, cell))."""
+    return self.tuned(self.options(arg))
+
   def each_seed(self, rows: list[Row], opts: dict, lrs: Mapping[tuple[str, Any], float | None]) -> list[Point]:
     """Every seed of the options' at each (arm, cell)'s chosen rate, seed-major (seed 0's is its pilot point)."""
     del rows
-    return at_rates(opts["seeds"], self.keys(opts), lrs, self.point)
+    pilot = self.tuned(opts).pilot
+    reseed = lambda arm, cell, lr, seed: Point({**pilot(arm, cell, lr), "seed": seed}, arm)
+    return at_rates(opts["seeds"], self.keys(opts), lrs, self.point or reseed)
 
   def get_sweep(self, arg: str = "") -> list[dict]:
     """The pilot's points (every stage starts from them: they choose each arm's rate); tiny: the tiny points."""
@@ -464,9 +578,8 @@ class Study:
     return edges + ([] if stage is None else stage(rows, opts, lrs))
 
   def chosen(self, rows: Iterable[Row], arg: str = "", provisional: bool = False,
-             arms: Iterable[str] | None = None) -> list[Row]:
+             arms: Iterable[str] | None = None, ordered: bool = False) -> list[Row]:
     """The rows at their (arm, cell)'s chosen rate under the options `arg` (Tuning.chosen: rows without a rate
     override are kept; an arm whose rate is undecided, or not among `arms` when given, is left out; provisional:
-    the grid's best while the step past its edge is pending)."""
-    tuning = self.tuned(self.options(arg))
-    return tuning.chosen(rows, self.arm_of or arm_of, self.cell_of, arms, provisional)
+    the grid's best while the step past its edge is pending; ordered: in `arms`' order)."""
+    return self.tuning_for(arg).chosen(rows, self.arm_of or arm_of, self.cell_of, arms, provisional, ordered)

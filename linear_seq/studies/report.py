@@ -175,8 +175,8 @@ def markdown(rows: Sequence[dict[str, Any]], *, study: str, command: str, env: d
               + " (a field a mixer does not use is ignored by it).", ""]
   if plot_files:
     lines += ["## Plots", ""] + [f"![{os.path.splitext(p)[0]}]({p})" for p in plot_files if p.endswith(".png")]
-    lines += ["", "(Each plot also as PDF: " + ", ".join(p for p in plot_files if p.endswith(".pdf")) + ".)"
-              if any(p.endswith(".pdf") for p in plot_files) else "", ""]
+    pdfs = [p for p in plot_files if p.endswith(".pdf")]
+    lines += ["", "(Each plot also as PDF: " + ", ".join(pdfs) + ".)", ""] if pdfs else [""]
   if any(len(a["seeds"]) > 1 for a in agg):
     lines += ["## Per point", ""]
     lines += common.md_table(["point", "status", *(METRIC_COLUMNS.get(m, m) for m in metrics)],

@@ -3,7 +3,8 @@ learning-rate pilot table, the per-cell table (cells at the chosen rate; columns
 std, seeds reaching a threshold, first step reaching it), the separation verdict between two arms (every seed of
 one better than every seed of the other; beside it, where the seeds allow, Welch's t-test, one-sided, with its
 p-value and n) and the tables built on it (each arm's seed spread against the others, an arm's gap to named
-others), the values per evaluation length and per rate, learning curves at fixed steps, and markdown + CSV out.
+others), the values per evaluation length and per rate, learning curves at fixed steps, the rate and seed checks'
+tables (protocol.RateCheck, protocol.SeedCheck), and markdown + CSV out.
 
   python -m linear_seq.studies.tables --table=experiments/mqar/config.py --workdir=runs/mqar \
       --out=experiments/mqar/study.md      # restores the study's points folder into --workdir, writes study.md/.csv
@@ -192,15 +193,21 @@ def columns(items: Iterable[Any], spec: Sequence[Column]) -> str:
 
 
 def seed_columns(values: Callable[[Any], Sequence[float]], planned: int | Callable[[Any], int], label: str,
-                 threshold: float | None = None, one: str = "") -> list[Column]:
+                 threshold: float | None = None, one: str = "",
+                 steps: Callable[[Any], Iterable[Row]] | None = None) -> list[Column]:
   """A cell's seed columns from values(cell), its finished seeds' values: each seed's ('…' for each planned seed
   still to run; `planned`: a count, or the cell's), mean ± sample std (`one`: after a single seed's value), and,
-  with a threshold, how many seeds reach it."""
+  with a threshold, how many seeds reach it; with `steps` too (cell -> its rows), the first step at which each
+  row reached it (first_step; '—': never)."""
   count = planned if callable(planned) else lambda c: planned
   spec = [(f"{label} per seed", lambda c: per_seed(values(c), count(c))),
           ("mean ± std", lambda c: mean_std(values(c), one=one))]
   if threshold is not None:
     spec.append((f"seeds ≥ {threshold}", lambda c: f"{sum(v >= threshold for v in values(c))}/{len(values(c))}"))
+  if threshold is not None and steps is not None:
+    first = lambda r: first_step(r, threshold)
+    spec.append((f"first step ≥ {threshold}", lambda c: " / ".join("—" if t is None else str(t) for t in
+                                                                   map(first, steps(c)))))
   return spec
 
 
@@ -213,6 +220,16 @@ class Cell:
   lr: float
   rows: list
   provisional: bool = False
+
+
+def matched_columns(arm: Callable[[Cell], str] = lambda c: c.arm, lead: Sequence[Column] = (),
+                    state: Callable[[Cell], str] = lambda c: "") -> list[Column]:
+  """The lead columns of a cell per arm at a parameter-matched width: the arm, `lead` (e.g. its layers), the width
+  (the cell's key), its parameters, its state in floats per sequence (`state`: a note after it) and its rate (a
+  provisional one marked †)."""
+  return [("arm", arm), *lead, ("width", lambda c: c.key), ("params", lambda c: first_count(c.rows, "num_params")),
+          ("state (floats/seq)", lambda c: first_count(c.rows, "state_size") + state(c)),
+          ("lr", lambda c: f"{c.lr:g}" + " †" * c.provisional)]
 
 
 def cells(tuning: protocol.Tuning, rows: Sequence[Row], keys: Iterable[tuple[str, Any]], metric: str,
@@ -390,6 +407,32 @@ def pilot_table(tuning: protocol.Tuning, rows: Iterable[Row], keys: Iterable[tup
     chosen = MISSING if lr is None else f"{lr:g}" + (" †" if provisional and d.lr is None else "")
     body.append([*lead(arm, key), *("" if pilot.get(x) is None else cell(pilot[x]) for x in rates), chosen])
   return markdown([*lead_header, *(f"lr {x:g}" for x in rates), "chosen"], body)
+
+
+def rate_check_table(check: protocol.RateCheck, rows: Sequence[Row], lrs: Mapping[str, float],
+                     cell: Callable[[Row | None], str], chosen_header: str = "chosen lr") -> str:
+  """Per arm of `lrs` ({arm: its chosen rate}) that collapses at the check's cell (RateCheck.collapses): the
+  chosen rate and seed 0's cell(row, None when not run) at the check's cell at every rate of the rule."""
+  rates = check.rule.rates()
+  body = [[arm, f"{lr:g}", *(cell(protocol.found(rows, check.point(arm, check.cell, x, 0))) for x in rates)]
+          for arm, lr in lrs.items() if check.collapses(rows, arm, lr)]
+  return markdown(["arm", chosen_header, *(f"lr {x:g}" for x in rates)], body)
+
+
+def seed_check_table(check: protocol.SeedCheck, rows: Sequence[Row], cells: Iterable[tuple[str, Any, float]],
+                     seeds: Sequence[int], cell: Callable[[Row | None], str], key_header: str = "width",
+                     longer_header: str = "longer") -> str:
+  """Per failing seed of a seed check over `cells` ((arm, key, chosen rate); SeedCheck.cases): the arm, key and
+  rate, the cell's other seeds' values at it, the seed, and its cell(row, None when not run) at every rate of the
+  rule and at the chosen rate with the check's `longer` overrides."""
+  metric, rates, body = check.rule.metric, check.rule.rates(), []
+  for arm, key, lr, seed in check.cases(rows, cells, seeds):
+    others = [(s, r) for s in seeds if s != seed and (r := protocol.found(rows, check.point(arm, key, lr, s)))]
+    body.append([arm, key, f"{lr:g}", ", ".join(f"{s}: {fmt(float(r[metric]))}" for s, r in others), seed,
+                 *(cell(protocol.found(rows, check.point(arm, key, x, seed))) for x in rates),
+                 cell(protocol.found(rows, check.longer_point(arm, key, lr, seed)))])
+  return markdown(["arm", key_header, "chosen lr", "other seeds at it", "seed", *(f"lr {x:g}" for x in rates),
+                   longer_header], body)
 
 
 def write_csv(path: str, header: Sequence[str], body: Iterable[Sequence[Any]]) -> str:

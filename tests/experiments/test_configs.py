@@ -13,6 +13,7 @@ from linear_seq import config_lib
 from linear_seq import data
 from linear_seq import model as model_lib
 from linear_seq.studies import plots
+from linear_seq.studies import protocol
 from linear_seq.studies import sweep
 from linear_seq.studies import tables
 from tests.helpers import REPO, cli_env
@@ -191,11 +192,11 @@ def test_mqar_lrcheck_reruns_a_width_32_collapse_at_the_other_rates():
   small = {"_overrides": module.point("gla", 32, 1e-3, 0), "status": "ok", "accuracy": 0.2, "_metrics": []}
   base = [module.point("gla", w, 1e-3, 0) for w in (32, 64)]
   assert module.get_followup_sweep(rows, "stage=lrcheck,arms=gla") == base   # width 32 not run yet
-  assert module.collapses_small(rows + [small], "gla", 1e-3)
+  assert module.LRCHECK.collapses(rows + [small], "gla", 1e-3)
   assert module.get_followup_sweep(rows + [small], "stage=lrcheck,arms=gla+s4") == (
       [module.point("s4", 64, 3e-3, 0)] + base + [module.point("gla", 32, lr, 0) for lr in (3e-3, 1e-2)])
-  assert not module.collapses_small(rows + [{**small, "accuracy": 0.6}], "gla", 1e-3)
-  assert not module.collapses_small(rows + [{**small, "status": "failed"}], "gla", 1e-3)
+  assert not module.LRCHECK.collapses(rows + [{**small, "accuracy": 0.6}], "gla", 1e-3)
+  assert not module.LRCHECK.collapses(rows + [{**small, "status": "failed"}], "gla", 1e-3)
 
 
 def test_mqar_seedcheck_reruns_the_failing_seed_of_a_split_cell_at_the_other_rates():
@@ -209,10 +210,11 @@ def test_mqar_seedcheck_reruns_the_failing_seed_of_a_split_cell_at_the_other_rat
     return {"_overrides": module.point("gla", width, 1e-3, seed), "status": "ok", "accuracy": acc, "_metrics": []}
 
   rows = pilot + [main(32, 0, 0.92), main(32, 1, 0.25), main(128, 0, 0.3), main(128, 1, 0.4)]
-  assert module.split_seeds(rows, "gla", 32, 1e-3) == [1]
-  assert module.split_seeds(rows, "gla", 128, 1e-3) == []          # both fail: a capacity or budget limit
-  assert module.split_seeds(rows, "gla", 64, 1e-3) == []           # the pilot point alone (one seed)
-  assert module.split_seeds(rows, "gla", 32, 1e-3, seeds=(1,)) == []
+  failing = module.SEEDCHECK[False].failing
+  assert failing(rows, "gla", 32, 1e-3, module.SEEDS) == [1]
+  assert failing(rows, "gla", 128, 1e-3, module.SEEDS) == []          # both fail: a capacity or budget limit
+  assert failing(rows, "gla", 64, 1e-3, module.SEEDS) == []           # the pilot point alone (one seed)
+  assert failing(rows, "gla", 32, 1e-3, (1,)) == []
   got = module.get_followup_sweep(rows, "stage=seedcheck,arms=gla,seeds=0+1")
   grid = [module.point("gla", w, 1e-3, s) for s in (0, 1) for w in (32, 64, 128)]
   longer = module.point("gla", 32, 1e-3, 1, **{"train.num_steps": 3000})
@@ -238,10 +240,10 @@ def test_mqar_seedcheck_hard_checks_the_hard_grid():
             "_metrics": []}
 
   main_split = pilot + [row(1, 0.1)]                   # main grid: seed 0 (the pilot point) 0.9, seed 1 0.1
-  assert module.split_seeds(main_split, "gla", 64, 1e-3) == [1]
-  assert module.split_seeds(main_split, "gla", 64, 1e-3, seeds=(0, 1), hard=True) == []
+  assert module.SEEDCHECK[False].failing(main_split, "gla", 64, 1e-3, module.SEEDS) == [1]
+  assert module.SEEDCHECK[True].failing(main_split, "gla", 64, 1e-3, (0, 1)) == []
   rows = pilot + [row(0, 0.99, **extra), row(1, 0.03, **extra)]
-  assert module.split_seeds(rows, "gla", 64, 1e-3, seeds=(0, 1), hard=True) == [1]
+  assert module.SEEDCHECK[True].failing(rows, "gla", 64, 1e-3, (0, 1)) == [1]
   got = module.get_followup_sweep(rows, "stage=seedcheck,hard=True,arms=gla,widths=64")
   grid = [module.point("gla", 64, 1e-3, s, **extra) for s in (0, 1)]
   checks = [module.point("gla", 64, lr, 1, **extra) for lr in (3e-3, 1e-2)]
@@ -295,11 +297,17 @@ def test_lm_study_learning_rate_from_the_pilot():
     module.get_sweep("stage=mian")
 
 
+def _new_followups(module, rows, arg, **more):
+  """The follow-ups the sweep would run: those not among the rows' points (seed 0's is its pilot point)."""
+  return protocol.new_points(module.get_followup_sweep(rows, arg, **more), [r["_overrides"] for r in rows])
+
+
 def test_hybrids_learning_rate_steps_past_the_grid_edge():
   """A best rate at the grid's edge runs seed 0 once more one ladder step further out (3e-4 below 1e-3, 1e-2
   above 3e-3); the step wins only when strictly better, and the seeds wait for it; an inner best does not step."""
   module = sweep.load_study(_path("hybrids"))   # the rule itself: tests/studies/test_protocol.py
-  assert module.rates("task=mqar") == [3e-4, 1e-3, 3e-3, 1e-2] and module.rates("task=lm,edge=False") == [3e-3, 1e-2]
+  rates = lambda arg: module.tuning(arg).rule.rates()
+  assert rates("task=mqar") == [3e-4, 1e-3, 3e-3, 1e-2] and rates("task=lm,edge=False") == [3e-3, 1e-2]
   arg = "task=mqar,arms=gla-softmax+softmax2,seeds=2"
   first = module.get_sweep(arg)
   width = first[0]["model.d_model"]
@@ -307,14 +315,14 @@ def test_hybrids_learning_rate_steps_past_the_grid_edge():
   follow = module.get_followup_sweep(rows, arg)   # gla,softmax best at 3e-3 -> 1e-2; softmax x2 at 1e-3 -> 3e-4
   assert [(p["model.layer_mixers"], p["train.learning_rate"], p["seed"]) for p in follow] == [
       ("gla,softmax", 1e-2, 0), ("softmax,softmax", 3e-4, 0)]
-  assert module.best_lr(rows, "gla-softmax", width, arg) is None
-  assert module.best_lr(rows, "gla-softmax", width, arg, provisional=True) == 3e-3   # the grid's best, for tables
-  assert [(p["train.learning_rate"], p["seed"]) for p in module.get_followup_sweep(rows, arg, provisional=True)] == [
+  assert module.tuning(arg).lr(rows, "gla-softmax", width) is None
+  assert module.tuning(arg).lr(rows, "gla-softmax", width, provisional=True) == 3e-3   # the grid's best, for tables
+  assert [(p["train.learning_rate"], p["seed"]) for p in _new_followups(module, rows, arg, provisional=True)] == [
       (1e-2, 0), (3e-4, 0), (3e-3, 1), (1e-3, 1)]
   rows += [{"_overrides": follow[0], "status": "ok", "accuracy": 0.95},   # the step wins
            {"_overrides": follow[1], "status": "ok", "accuracy": 0.8}]    # a tie: the grid's rate stays
-  assert [module.best_lr(rows, a, width, arg) for a in ("gla-softmax", "softmax2")] == [1e-2, 1e-3]
-  assert [(p["model.layer_mixers"], p["train.learning_rate"], p["seed"]) for p in module.get_followup_sweep(rows, arg)
+  assert [module.tuning(arg).lr(rows, a, width) for a in ("gla-softmax", "softmax2")] == [1e-2, 1e-3]
+  assert [(p["model.layer_mixers"], p["train.learning_rate"], p["seed"]) for p in _new_followups(module, rows, arg)
           ] == [("gla,softmax", 1e-2, 1), ("softmax,softmax", 1e-3, 1)]
   assert [r["_overrides"]["train.learning_rate"] for r in module.chosen(rows, arg)] == [1e-2, 1e-3]   # ARMS' order
 
@@ -329,17 +337,17 @@ def test_hybrids_learning_rate_per_arm():
       ("gla,softmax", 1e-3, 0), ("gla,softmax", 3e-3, 0), ("softmax,softmax", 1e-3, 0), ("softmax,softmax", 3e-3, 0)]
   acc = [0.4, 0.9, 0.8, 0.8]   # gla,softmax: 3e-3; softmax x2: a tie, so 1e-3
   rows = [{"_overrides": p, "status": "ok", "accuracy": a} for p, a in zip(first, acc)]
-  follow = module.get_followup_sweep(rows, arg)
+  follow = _new_followups(module, rows, arg)
   assert [(p["model.layer_mixers"], p["train.learning_rate"], p["seed"]) for p in follow] == [
       ("gla,softmax", 3e-3, 1), ("softmax,softmax", 1e-3, 1), ("gla,softmax", 3e-3, 2), ("softmax,softmax", 1e-3, 2)]
-  assert module.get_followup_sweep(rows[:3], arg) == [p for p in follow if p["model.layer_mixers"] == "gla,softmax"]
+  assert _new_followups(module, rows[:3], arg) == [p for p in follow if p["model.layer_mixers"] == "gla,softmax"]
   rows[1] = {**rows[1], "status": "failed", "accuracy": None}   # a diverged point loses
-  assert module.best_lr(rows, "gla-softmax", first[0]["model.d_model"], arg) == 1e-3
+  assert module.tuning(arg).lr(rows, "gla-softmax", first[0]["model.d_model"]) == 1e-3
   assert [r["_overrides"]["train.learning_rate"] for r in module.chosen(rows, arg)] == [1e-3, 1e-3]
   lm = "task=lm,arms=softmax2"
   pts = module.get_sweep(lm)
   rows = [{"_overrides": p, "status": "ok", "bits_per_byte": b} for p, b in zip(pts, [2.40, 2.45])]
-  assert module.best_lr(rows, "softmax2", pts[0]["model.d_model"], lm + ",edge=False") == 3e-3   # lower bits/byte wins
+  assert module.tuning(lm + ",edge=False").lr(rows, "softmax2", pts[0]["model.d_model"]) == 3e-3   # lower bits/byte
   with pytest.raises(ValueError, match="edge must be True or False"):
     module.get_sweep("task=lm,edge=1")
   with pytest.raises(ValueError, match="widths must be positive numbers"):

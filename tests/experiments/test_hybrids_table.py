@@ -52,16 +52,15 @@ def test_tables(table, tmp_path, monkeypatch):
                              ("gla-softmax", 3e-4, 0, 0.7), ("gla2", 1e-3, 0, 0.2), ("gla2", 3e-3, 0, 0.3),
                              ("gla2", 3e-3, 1, 0.1), ("gla2", 1e-2, 0, 0.25), ("softmax2", 1e-3, 0, 1.0)]:
     _write_point(mq, pt(arm, ws[arm, 32], lr, seed), {"accuracy": acc})
-  rows = table.load_rows("mqar", mq)
-  pilot = table.pilot_table(rows, "mqar").splitlines()
-  assert pilot[0] == "| arm | layers | width | lr 0.0003 | lr 0.001 | lr 0.003 | lr 0.01 | chosen |"
-  assert "| gla-softmax | 2 | 32 | 0.700 | 0.900 | 0.500 |  | 0.001 |" in pilot
-  assert "| softmax2 | 2 | 32 |  | 1.000 |  |  | … |" in pilot
-  cs = table.cells(rows, "mqar")
-  assert {a: (c.lr, [r["accuracy"] for r in c.rows]) for a, c in cs.items()} == {
-      "gla-softmax": (1e-3, [0.9, 0.8]), "gla2": (3e-3, [0.3, 0.1])}
-  gaps = table.gap_table(cs, "mqar").splitlines()
-  assert gaps[2] == "| gla-softmax | gla2: +0.650 (yes) | softmax2: … |"
+  rows = table.load_rows(mq, "task=mqar")
+  sections = table.task_tables(rows, "mqar").splitlines()
+  assert "| arm | layers | width | lr 0.0003 | lr 0.001 | lr 0.003 | lr 0.01 | chosen |" in sections
+  assert "| gla-softmax | 2 | 32 | 0.700 | 0.900 | 0.500 |  | 0.001 |" in sections
+  assert "| softmax2 | 2 | 32 |  | 1.000 |  |  | … |" in sections
+  assert [line for line in sections if " ± 0" in line] == [   # the cells at their rates
+      "| gla-softmax | 2 | 32 | 1,000 | 64 | 0.001 | 0.900 / 0.800 | 0.850 ± 0.071 |",
+      "| gla2 | 2 | 32 | 1,000 | 64 | 0.003 | 0.300 / 0.100 | 0.200 ± 0.141 |"]
+  assert "| gla-softmax | gla2: +0.650 (yes) | softmax2: … |" in sections
   # LM: the hybrids sweep ran deltanet-softmax; gla2 / softmax2 come from the LM study's points.
   lm = table.config_lib.load_module(table._LM_STUDY)  # pylint: disable=protected-access
   wl = study.widths("task=lm")
@@ -76,7 +75,7 @@ def test_tables(table, tmp_path, monkeypatch):
   text = table.write(str(tmp_path), out=str(tmp_path / "s.md"))
   assert "| gla3-softmax | 4 | 120 |  | 2.330 | 2.310 |  | 0.01 † |" in text.splitlines()
   assert "| gla3-softmax | 4 | 120 | 1,000 | 64 | 0.01 † | 2.310 / 2.320 | 2.315 ± 0.007 |" in text.splitlines()
-  assert table.PROVISIONAL.strip() in text.splitlines()
+  assert table.tables.PROVISIONAL_NOTE.strip() in text.splitlines()
   # the LM study's 3e-4 left out: the grid (3e-3, 1e-2) steps out to 1e-3 and 3e-2 only
   assert "| gla2 | 2 | 120 | 2.500 ‡ | 2.400 ‡ | 2.360 ‡ | 2.380 ‡ | 0.01 |" in text.splitlines()
   assert "| gla2 ‡ | 2 | 120 | 1,000 | 64 | 0.01 | 2.360 / 2.370 | 2.365 ± 0.007 |" in text.splitlines()
@@ -87,6 +86,6 @@ def test_tables(table, tmp_path, monkeypatch):
   _write_point(check, {**pt("gla-softmax", 32, 1e-3, 0), "train.num_steps": 3000}, {"accuracy": 0.9},
                curve=(0.1, 0.2, 0.3, 0.5, 0.8, 0.9), steps=3000)
   _write_point(check, pt("softmax-gla", 32, 3e-3, 0), {"accuracy": 1.0}, curve=(0.1, 1.0, 1.0), steps=1500)
-  lines = table.check_table(table.check_rows(check)).splitlines()
+  lines = table.check_table(check).splitlines()
   assert lines[2:] == ["| softmax-gla | 1,500 | 0.003 | 0 | 1.000 | 0.100 | 1.000 | 1.000 |  |  |  |",
                        "| gla-softmax | 3,000 | 0.001 | 0 | 0.900 | 0.100 | 0.200 | 0.300 | 0.500 | 0.800 | 0.900 |"]

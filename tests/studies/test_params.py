@@ -31,3 +31,13 @@ def test_matched_widths_are_the_nearest_counts():
   for mixer in ("gla", "retention"):
     gaps = {w: abs(_count(mixer, w) - target) for w in widths}
     assert gaps[got[mixer]] == min(gaps.values()), (mixer, gaps)
+
+
+def test_matched_cells_match_each_arm_to_its_own_reference_at_each_width():
+  arms = {"gla": {"model.mixer": "gla"}, "s-ref": {"model.mixer": "softmax"}, "retention": {"model.mixer": "retention"}}
+  reference = lambda arm: {"model.mixer": "softmax" if arm == "gla" else "retention"}
+  got = params.matched_cells(TINY, arms, (8, 16, 24), reference, (16, 8))
+  assert list(got) == [("gla", 16), ("s-ref", 16), ("retention", 16), ("gla", 8), ("s-ref", 8), ("retention", 8)]
+  assert got["retention", 16] == 16 and got["gla", 8] == params.matched_widths(TINY, ["gla"], (8, 16, 24),
+                                                                              ("softmax", 8))["gla"]
+  assert got["s-ref", 16] == params.matched_widths(TINY, ["softmax"], (8, 16, 24), ("retention", 16))["softmax"]

@@ -73,6 +73,9 @@ def test_categorical_x_is_a_dot_plot_around_the_values(tmp_path):
   assert (tmp_path / "dots.pdf").read_bytes() == pdf  # no timestamps: the same plot gives the same file
   md = report.markdown(rows, study="s", command="", env={}, plot_files=["dots.png", "dots.pdf"])
   assert "![dots](dots.png)" in md and "![dots](dots.pdf)" not in md and "as PDF: dots.pdf" in md
+  png_only = report.markdown(rows, study="s", command="", env={}, plot_files=["dots.png"])
+  assert "![dots](dots.png)\n\n## " in png_only and "as PDF" not in png_only   # one blank line, no PDF line
+  assert plots.draw([spec], rows, str(tmp_path / "new" / "dir")) == ["dots.png", "dots.pdf"]   # the folder made
 
 
 def test_redraw_from_results_csv_and_curves(tmp_path):

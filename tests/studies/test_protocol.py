@@ -202,6 +202,57 @@ def test_tuning_best_lists_the_points_still_to_run_and_chosen_keeps_the_rows_at_
   assert kept(arms=("softmax",), provisional=True)[:2] == [("softmax", 3e-3, 0), ("softmax", 3e-3, 1)]
 
 
+def test_layer_arms_name_each_run_of_a_mixer():
+  arms = protocol.layer_arms("gla,softmax", "gla,gla,gla,softmax", "softmax,softmax", "softmax,gla,gla")
+  assert list(arms) == ["gla-softmax", "gla3-softmax", "softmax2", "softmax-gla2"]
+  assert arms["gla3-softmax"] == {"model.layer_mixers": "gla,gla,gla,softmax", "model.num_layers": 4}
+  assert list(arms["softmax2"]) == ["model.layer_mixers", "model.num_layers"]   # the order names a point's workdir
+  assert protocol.arm_of({"_overrides": {**arms["softmax-gla2"], "seed": 0}}, arms) == "softmax-gla2"
+
+
+def test_still_rising_reads_the_curve_or_the_carried_mark():
+  rising = protocol.still_rising(window=500, delta=0.01, below=0.99)
+  curve = lambda *accs: {"_metrics": [{"step": 250 * (i + 1), "eval_accuracy": a} for i, a in enumerate(accs)]}
+  assert rising(curve(0.5, 0.6, 0.7))              # up 0.2 over the last 500 steps
+  assert not rising(curve(0.5, 0.6, 0.505))        # up 0.005: flat
+  assert not rising(curve(0.9, 0.95, 0.995))       # at the ceiling
+  assert not rising(curve(0.5, 0.7))               # no point 500 steps back
+  assert rising({"still_rising": True}) and not rising({}) and not rising({"_metrics": [], "still_rising": False})
+  assert protocol.still_rising(key="eval_loss", below=9.0)({"_metrics": [{"step": s, "eval_loss": v} for s, v in
+                                                                          ((0, 1.0), (500, 2.0))]})
+
+
+def _check_rows(values):
+  """Finished rows {(arm, width, lr, seed): accuracy} of ARMS' points."""
+  return [{"_overrides": dict(protocol.point(ARMS, a, {"model.d_model": w}, lr, s)), "status": "ok", "accuracy": v}
+          for (a, w, lr, s), v in values.items()]
+
+
+def test_a_rate_check_reruns_a_collapse_at_the_other_rates():
+  point = lambda arm, width, lr, seed: protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed)
+  check = protocol.RateCheck(protocol.LrRule(GRID, edge="up"), point, cell=32, tuned_at=64)
+  rows = _check_rows({("gla", 32, 1e-3, 0): 0.2, ("gla", 64, 1e-3, 0): 0.95, ("softmax", 32, 3e-3, 0): 0.6,
+                      ("softmax", 64, 3e-3, 0): 0.95})
+  assert check.collapses(rows, "gla", 1e-3) and not check.collapses(rows, "softmax", 3e-3)   # 0.6: no collapse
+  assert not check.collapses(rows[1:], "gla", 1e-3)                                         # not run at 32 yet
+  assert check.points(rows, {"gla": 1e-3, "softmax": 3e-3}) == [
+      point("gla", 32, 1e-3, 0), point("gla", 64, 1e-3, 0), point("softmax", 32, 3e-3, 0),
+      point("softmax", 64, 3e-3, 0), point("gla", 32, 3e-3, 0), point("gla", 32, 1e-2, 0)]   # the rule's other rates, its step past the edge too
+
+
+def test_a_seed_check_reruns_a_split_cells_failing_seed_at_the_other_rates_and_longer():
+  point = lambda arm, width, lr, seed: protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed)
+  check = protocol.SeedCheck(protocol.LrRule(GRID), point, {"train.num_steps": 3000})
+  rows = _check_rows({("gla", 32, 1e-3, 0): 0.95, ("gla", 32, 1e-3, 1): 0.1, ("gla", 32, 1e-3, 2): 0.3,
+                      ("gla", 64, 1e-3, 0): 0.4, ("gla", 64, 1e-3, 1): 0.1})
+  assert check.failing(rows, "gla", 32, 1e-3, (0, 1, 2)) == [1, 2]
+  assert check.failing(rows, "gla", 32, 1e-3, (1, 2)) == []      # no seed reaches 0.9
+  assert check.failing(rows, "gla", 64, 1e-3, (0, 1)) == []      # both fail: not a split
+  longer = check.longer_point("gla", 32, 1e-3, 1)
+  assert longer == {**point("gla", 32, 1e-3, 1), "train.num_steps": 3000} and longer.arm == "gla"
+  assert check.points(rows, [("gla", 32, 1e-3), ("gla", 64, 1e-3)], (0, 1)) == [point("gla", 32, 3e-3, 1), longer]
+
+
 def test_numbers_found_and_curve():
   assert protocol.numbers({}, "widths", (32, 64)) == (32, 64)
   assert protocol.numbers({"widths": "128+64"}, "widths", ()) == (128, 64)
@@ -227,13 +278,14 @@ def _study(**more):
             "stage": protocol.choice(opts, "stage", ("pilot", "main", "check"), "main")}
   tuning = protocol.Tuning(protocol.LrRule(GRID, edge="up"), lambda arm, width, lr: point(arm, width, lr, 0))
   return protocol.Study(options, tuning, keys=lambda opts: [(a, w) for a in opts["arms"] for w in (32, 64)],
-                        tiny=lambda arm: {**ARMS[arm], "seed": 0}, point=point, **more), point
+                        tiny=lambda arm: {**ARMS[arm], "seed": 0}, **{"point": point, **more}), point
 
 
 def test_a_study_declaration_is_the_sweeps_hooks():
   study, point = _study(stages={"pilot": None, "check": lambda rows, opts, lrs: [point("gla", 16, 1e-3, 9)]})
   assert study.get_sweep("tiny=True") == [{**ARMS["softmax"], "seed": 0}, {**ARMS["gla"], "seed": 0}]
   assert study.get_followup_sweep([], "tiny=True") == []
+  assert study.tuning_for("seeds=1").rule.rates() == [1e-3, 3e-3, 1e-2]   # the Tuning under these options
   first = study.get_sweep()
   assert [(p.arm, p["model.d_model"], p["train.learning_rate"], p["seed"]) for p in first] == [
       (a, w, lr, 0) for a in ("softmax", "gla") for w in (32, 64) for lr in GRID]   # arm-major, rates inner
@@ -251,6 +303,9 @@ def test_a_study_declaration_is_the_sweeps_hooks():
   assert provisional == step + [point("softmax", 32, 1e-3, 0), point("softmax", 64, 1e-3, 0), point("gla", 32, 3e-3, 0)]
   # pilot_todo: the grid's own points still to run are listed too (before the step); at_rates' rate_key maps a
   # cell to the (arm, cell) its rate was tuned at.
+  reseeded, _ = _study(point=None)   # without a point: the pilot point, reseeded
+  assert reseeded.get_followup_sweep(rows, "seeds=0+1") == study.get_followup_sweep(rows, "seeds=0+1")
+  assert all(p.arm for p in reseeded.get_followup_sweep(rows, "seeds=0+1"))
   todo, _ = _study(stages={"pilot": None}, pilot_todo=True)
   assert todo.get_followup_sweep(rows, "stage=pilot") == step + [point("gla", 64, lr, 0) for lr in GRID]
   lrs = {("softmax", 64): 1e-3, ("gla", 64): None}
@@ -301,3 +356,8 @@ def test_a_studys_common_options():
   assert protocol.options("tiny=True", ("tiny",), ARMS, tiny_arms=("gla",))["arms"] == ["gla"]
   with pytest.raises(ValueError, match="unknown stage 'x'"):
     protocol.options("stage=x", ("stage",), ARMS, stages=("main",))
+  flags = {"edge": True, "hard": False}
+  assert [protocol.options(a, ("edge", "hard"), ARMS, flags=flags)[k] for a, k in (("", "edge"), ("edge=False", "edge"),
+                                                                                  ("", "hard"))] == [True, False, False]
+  with pytest.raises(ValueError, match="edge must be True or False, got 1"):
+    protocol.options("edge=1", ("edge",), ARMS, flags=flags)

@@ -168,6 +168,43 @@ def test_cells_and_their_columns():
   assert tables.unique_ok(rows + rows[:1] + [{"name": "x", "status": "failed"}]) == rows
 
 
+def test_seed_columns_with_the_first_step_each_seed_reached_the_threshold():
+  reached = {"_metrics": [{"step": 250, "eval_accuracy": 0.5}, {"step": 500, "eval_accuracy": 0.95}], "accuracy": 0.95}
+  never = {"_metrics": [{"step": 250, "eval_accuracy": 0.2}], "accuracy": 0.2}
+  cell = tables.Cell("gla", 64, 1e-3, [reached, never])
+  spec = tables.seed_columns(lambda c: tables.values(c.rows, "accuracy"), 2, "accuracy", 0.9, steps=lambda c: c.rows)
+  assert tables.columns([cell], spec).splitlines()[2] == "| 0.950 / 0.200 | 0.575 ± 0.530 | 1/2 | 500 / — |"
+
+
+def test_rate_and_seed_check_tables():
+  arms = {"gla": {"model.mixer": "gla"}}
+  point = lambda arm, width, lr, seed: protocol.point(arms, arm, {"model.d_model": width}, lr, seed)
+  row = lambda w, lr, s, acc, **more: {"_overrides": {**point("gla", w, lr, s), **more}, "status": "ok",
+                                       "accuracy": acc}
+  rule = protocol.LrRule((1e-3, 3e-3), edge="up")
+  cell = lambda r: tables.MISSING if r is None else tables.fmt(r["accuracy"])
+  rows = [row(32, 1e-3, 0, 0.2), row(64, 1e-3, 0, 0.95), row(32, 3e-3, 0, 0.7)]
+  rates = tables.rate_check_table(protocol.RateCheck(rule, point, 32, 64), rows, {"gla": 1e-3}, cell, "chosen")
+  assert rates.splitlines() == ["| arm | chosen | lr 0.001 | lr 0.003 | lr 0.01 |", "|---|---|---|---|---|",
+                                "| gla | 0.001 | 0.200 | 0.700 | … |"]
+  check = protocol.SeedCheck(rule, point, {"train.num_steps": 3000})
+  rows = [row(64, 1e-3, 0, 0.95), row(64, 1e-3, 1, 0.1), row(64, 1e-3, 2, 0.92), row(64, 1e-2, 1, 0.3),
+          row(64, 1e-3, 1, 0.97, **{"train.num_steps": 3000})]
+  seeds = tables.seed_check_table(check, rows, [("gla", 64, 1e-3)], (0, 1, 2), cell, longer_header="3,000 steps")
+  assert seeds.splitlines()[0] == ("| arm | width | chosen lr | other seeds at it | seed | lr 0.001 | lr 0.003 | lr 0.01 "
+                                   "| 3,000 steps |")
+  assert seeds.splitlines()[2:] == ["| gla | 64 | 0.001 | 0: 0.950, 2: 0.920 | 1 | 0.100 | … | 0.300 | 0.970 |"]
+
+
+def test_matched_columns_name_the_cell_and_mark_a_provisional_rate():
+  row = {"num_params": 428160, "state_size": 2048}
+  cells = [tables.Cell("gla", 120, 3e-3, [{"num_params": None}, row]), tables.Cell("softmax", 128, 1e-2, [], True)]
+  kv = lambda c: " (KV)" if c.arm == "softmax" else ""
+  assert tables.columns(cells, tables.matched_columns(lead=[("layers", lambda c: 2)], state=kv)).splitlines() == [
+      "| arm | layers | width | params | state (floats/seq) | lr |", "|---|---|---|---|---|---|",
+      "| gla | 2 | 120 | 428,160 | 2,048 | 0.003 |", "| softmax | 2 | 128 | … | … (KV) | 0.01 † |"]
+
+
 def test_spread_gap_and_rate_tables():
   cells = {"a": [1.0, 1.1], "b": [1.2, 1.3], "c": [1.05, 1.25], "d": [2.0]}
   spread = tables.spread_table(cells, "min").splitlines()
