@@ -29,20 +29,16 @@ ARMS = {
     "linear-relu": {"model.mixer": "linear", "model.feature_map": "relu"},
     **protocol.arms("retention", "gla", "s4", "deltanet", "deltanet-scalar", "deltanet-channel", "mamba2"),
 }
-# The init rule (issue 47; README's "The protocol rule for the init"): each arm's mixer as its reference
-# implementation initializes it. Mamba-2 (mamba_ssm, HF) and S4D (state-spaces/s4) leave nn.Linear at PyTorch's
-# default: 'torch' (linear_seq/param_init.py), last in the arm's points' overrides; the others' references draw
-# N(0, 0.02^2): the setup's 'gpt2'.
+# Issue 47's init rule (README): each arm's mixer as its reference initializes it: these PyTorch's default, 'torch'
+# (last in their points' overrides); the others the setup's 'gpt2' (fla's and HF Llama's N(0, 0.02^2)).
 INIT = {"mamba2": "torch", "s4": "torch"}
 PILOT_WIDTH = 64
 PILOT_LRS = (1e-3, 3e-3)
 WIDTHS = (32, 64, 128)
 SEEDS = (0, 1, 2)
 HARD, HARD_STEPS = _TASK.HARD, _TASK.HARD_STEPS   # the task's hard point (point=hard) and its step budget
-HARD_WIDTHS = (64, 128)
-HARD_SEEDS = (0, 1)
-CHECK_WIDTH = 32
-SEEDCHECK_STEPS = 3000
+HARD_WIDTHS, HARD_SEEDS = (64, 128), (0, 1)
+CHECK_WIDTH, SEEDCHECK_STEPS = 32, 3000
 TINY_ARMS = ("softmax", "gla")
 THRESHOLD = 0.9
 
@@ -69,8 +65,8 @@ def _opts(arg: str) -> dict:
 
 
 def point(arm: str, width: int, lr: float, seed: int, **more) -> dict:
-  init = {"model.init": INIT[arm]} if arm in INIT else {}
-  return protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed, {**more, **init})
+  more = {**more, "model.init": INIT[arm]} if arm in INIT else more
+  return protocol.point(ARMS, arm, {"model.d_model": width}, lr, seed, more)
 
 
 def grid_extra(hard: bool) -> dict:
@@ -81,7 +77,7 @@ def grid_extra(hard: bool) -> dict:
 # A point of the main (GRID_POINT[False]) or the hard (GRID_POINT[True]) grid.
 GRID_POINT = {hard: lambda a, w, lr, s, hard=hard: point(a, w, lr, s, **grid_extra(hard)) for hard in (False, True)}
 # Below 0.99 at the end and up by more than 0.01 over the last 500 steps of its eval curve (a row imported from the
-# committed tables by import_rows.py carries the tables' mark instead).
+# 2026-12-02 tables, without a curve, carries the tables' mark instead).
 still_rising = protocol.still_rising(window=500, delta=0.01, below=0.99)
 # The pilot's rule: the better of PILOT_LRS by final accuracy (ties: the smaller rate; a failed point loses); if
 # that is the larger rate and it is still rising, seed 0 runs at 1e-2 too, which wins if better.
@@ -114,8 +110,7 @@ def _seedcheck(rows, opts: dict, lrs: dict) -> list[dict]:
   return _grid(rows, opts, lrs) + SEEDCHECK[opts["hard"]].points(rows, cells, opts["seeds"])
 
 
-# The study: the pilot (every arm at PILOT_WIDTH, seed 0, each rate of RULE's grid) chooses each arm's rate; each
-# stage's points then run at it.
+# The study: the pilot (every arm at PILOT_WIDTH, seed 0, RULE's rates) chooses each arm's rate for every stage.
 SWEEP = protocol.Study(
     _opts, TUNING, keys=lambda opts: [(a, None) for a in opts["arms"]],
     stages={"pilot": None, "main": _grid, "hard": _grid, "lrcheck": _lrcheck, "seedcheck": _seedcheck},
@@ -186,8 +181,7 @@ def write(workdir: str, archive_dir: str = "", out: str = "") -> str:
   """Prints and returns the tables (writes them to `out`, every finished point as a row of the .csv beside it),
   from the points in `workdir` once those of `archive_dir` ('' = none) are restored into it."""
   rows = tables.restored(load_rows, workdir, archive_dir)
-  rising = "; ↑ = still rising)"
-  config, over = tables.config_value, tables.override
+  rising, config, over = "; ↑ = still rising)", tables.config_value, tables.override
   return tables.report(out, [
       ("Pilot (width 64, (64, 4), seed 0" + rising, pilot_table(rows)),
       ("Main point (T=64, 4 kv pairs, 1,500 steps)", grid_table(grid(rows, hard=False))),

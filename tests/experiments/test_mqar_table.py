@@ -95,30 +95,3 @@ def test_tables_from_a_sweep_directory(table, tmp_path):
   first = {(r["arm"], r["width"], r["lr"], r["seed"]): r for r in got}[("gla", "64", "0.001", "0")]
   assert first["first_step_0.9"] == "750" and first["seq_len"] == "64" and float(first["accuracy"]) == 0.97
 
-
-def test_imported_rows_give_back_the_committed_tables(table, tmp_path):
-  """import_rows.py's records of the committed study.csv/study.md (points whose sub-workdirs were lost), restored
-  into an empty workdir: config.py's write() writes the committed study.md again, ↑ marks and first steps included, and
-  the sweep's follow-ups choose the same learning rates from them."""
-  spec = importlib.util.spec_from_file_location("mqar_import", os.path.join(REPO, "experiments", "mqar",
-                                                                            "import_rows.py"))
-  importer = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(importer)
-  here = os.path.join(REPO, "experiments", "mqar")
-  arch = str(tmp_path / "points")
-  made, kept = importer.import_rows(arch, os.path.join(here, "study.csv"), os.path.join(here, "study.md"))
-  assert made == len(list(csv.DictReader(open(os.path.join(here, "study.csv"))))) and kept == 0
-  assert importer.import_rows(arch, os.path.join(here, "study.csv"), os.path.join(here, "study.md")) == (0, made)
-  from linear_seq.studies import archive
-  archive.restore_all(arch, str(tmp_path / "run"))
-  rows = table.load_rows(str(tmp_path / "run"))
-  text = open(os.path.join(here, "study.md")).read()
-  pilot = text.split("### Main point")[0]
-  assert table.pilot_table(rows) in pilot
-  assert table.grid_table(table.grid(rows, hard=False)) in text
-  assert table.seedcheck_table(rows) in text and table.lrcheck_table(rows) in text
-  assert table.seedcheck_table(rows, hard=True) in text
-  chosen = {line.split(" | ")[0].strip("| "): float(line.rstrip(" |").split(" | ")[-1])
-            for line in pilot.splitlines() if line.startswith("| ") and not line.startswith(("| arm", "|---"))}
-  hard = table.get_followup_sweep(rows, "stage=hard,seeds=0,widths=64")
-  assert {table.arm_of({"_overrides": o}): o["train.learning_rate"] for o in hard} == chosen
