@@ -137,7 +137,7 @@ FROM_LM_NOTE = ("\n‡ from the LM study (experiments/lm/points: the same model,
 def load_rows(workdir: str, arg: str) -> list[dict]:
   """Rows of the sweep `arg`'s points that have a sub-workdir in `workdir`: seed 0 at every rate, then the follow-ups
   (the steps past the grid's edge, the seeds at the grid's best rate while a step is pending: provisional)."""
-  return tables.study_rows(os.path.join(_HERE, "config.py"), workdir, arg,
+  return tables.study_rows(os.path.join(_HERE, "config.py"), workdir, arg, first=get_sweep(arg),
                            hook=lambda rows: get_followup_sweep(rows, arg, provisional=True))
 
 
