@@ -30,7 +30,7 @@ ARMS = {
     **protocol.arms("retention", "gla", "s4", "deltanet", "deltanet-scalar", "deltanet-channel", "mamba2"),
 }
 # Issue 47's init rule (README): each arm's mixer as its reference initializes it: these PyTorch's default, 'torch'
-# (last in their points' overrides); the others the setup's 'gpt2' (fla's and HF Llama's N(0, 0.02^2)).
+# (after the point's cell, rate and seed); the others the setup's 'gpt2' (fla's and HF Llama's N(0, 0.02^2)).
 INIT = {"mamba2": "torch", "s4": "torch"}
 PILOT_WIDTH = 64
 PILOT_LRS = (1e-3, 3e-3)

@@ -83,3 +83,8 @@ def get_sweep(arg: str = ""):
     return [{**point("mamba2", w, sd, "torch", h), **HF_MAMBA2} for h, w, sd in
             [(True, 64, 0), (True, 64, 1), (False, 64, 1), (False, 128, 1)]]
   return [{**point("mamba2", 64, 0, "gpt2", True), **HF_MAMBA2}]   # afactor
+
+
+def get_plots(arg: str = ""):
+  del arg
+  return []  # the result is a table (experiments/mqar/init_table.py, experiments/mqar/README.md)

@@ -235,9 +235,10 @@ def test_a_rate_check_reruns_a_collapse_at_the_other_rates():
                       ("softmax", 64, 3e-3, 0): 0.95})
   assert check.collapses(rows, "gla", 1e-3) and not check.collapses(rows, "softmax", 3e-3)   # 0.6: no collapse
   assert not check.collapses(rows[1:], "gla", 1e-3)                                         # not run at 32 yet
+  # the rule's other rates, its step past the edge too
   assert check.points(rows, {"gla": 1e-3, "softmax": 3e-3}) == [
       point("gla", 32, 1e-3, 0), point("gla", 64, 1e-3, 0), point("softmax", 32, 3e-3, 0),
-      point("softmax", 64, 3e-3, 0), point("gla", 32, 3e-3, 0), point("gla", 32, 1e-2, 0)]   # the rule's other rates, its step past the edge too
+      point("softmax", 64, 3e-3, 0), point("gla", 32, 3e-3, 0), point("gla", 32, 1e-2, 0)]
 
 
 def test_a_seed_check_reruns_a_split_cells_failing_seed_at_the_other_rates_and_longer():
