@@ -17,5 +17,8 @@ def test_golden_file_covers_every_variant():
 def test_points_are_unchanged(variant):
   """Per variant, not one module fixture: under xdist each worker would rebuild all of them."""
   path, arg = variant.split(":", 1)
-  assert sweep_points.dump_one(path, arg) == GOLDEN[variant], (
+  got = sweep_points.dump_one(path, arg)
+  assert got == GOLDEN[variant], (
       f"{variant}: the sweep points changed; if that is intended, rerun `python -m tests.experiments.sweep_points`")
+  # the same overrides in another order name other sub-workdirs and archive records: the sweep would rerun them
+  assert json.dumps(got) == json.dumps(GOLDEN[variant]), f"{variant}: a point's overrides changed order"
