@@ -186,9 +186,9 @@ BUDGET_SCRIPT = textwrap.dedent("""
     beta = jnp.asarray(rng.uniform(0.0, 2.0, size=(B, T, H)), jnp.float32)
     h0 = jnp.asarray(rng.normal(size=(B, H, K, V)), jnp.float32)
     mesh, t = Mesh(np.asarray(jax.devices()).reshape(1, 4), ("data", "seq")), P("data", "seq")
+    # the delta rule's form only: the linear form reaches the same chooser (group_budget.group_tokens) from its
+    # chunk form inside the shard, and tests/ops/test_chunk.py checks its choice at given shapes
     forms = {
-        "linear": lambda q, k, v, g, b, h0, seq_axis=None: ops.linear_recurrence(
-            q, k, v, g, initial_state=h0, mode="chunk", chunk_size=C, seq_axis=seq_axis),
         "delta": lambda q, k, v, g, b, h0, seq_axis=None: ops.delta_rule(
             q, k, v, b, g, initial_state=h0, mode="chunk", chunk_size=C, seq_axis=seq_axis)}
     args = (q, k, v, g, beta, h0)
@@ -226,8 +226,8 @@ BUDGET_SCRIPT = textwrap.dedent("""
     seg[0, 32:], seg[1, 45:], seg[2, 64:] = 2, 2, 2   # document starts at a shard's first token and inside one
     batch = {"inputs": inputs, "targets": np.roll(inputs, -1, 1), "weights": np.ones((B, T), np.float32),
              "segment_ids": seg}
-    # one mixer: the linear chunk form's choice inside the shard is the op check's above (a gla model, or a gla +
-    # deltanet hybrid, costs one more model compile per mesh)
+    # one mixer, deltanet: the trainer's budget reaches the chooser the same way for every chunk form (a gla
+    # model, or a gla + deltanet hybrid, costs one more model compile per mesh)
     config = default.get_config("mixer=deltanet,tiny=True")
     config.model.num_layers = 1
     config.train.memory_budget_mib = 1   # MiB (an int field)
@@ -257,7 +257,7 @@ def test_memory_budget_under_seq_parallelism():
                         capture_output=True, text=True, timeout=1800)
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads(proc.stdout.strip().splitlines()[-1])
-  for name, field in (("linear", "linear_group_tokens"), ("delta", "delta_group_tokens")):
+  for name, field in (("delta", "delta_group_tokens"),):
     r = result[name]
     assert r["fields"] == [field] and r["same_choice"], r
     assert r["T_shard"] == 1024 // 4, r   # chosen at the shard's shapes, the budget per device

@@ -10,6 +10,8 @@ linear_seq/studies/protocol.py), 3 seeds. The budget and its measurement: experi
       --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2
   python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=long \
       --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2
+  python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=s5check \
+      --workdir=runs/state_tracking --archive=experiments/state_tracking/points
   python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=main,seeds=0 \
       --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2   # then seeds=1, 2
   python -m linear_seq.studies.tables --table=experiments/state_tracking/config.py \
@@ -20,7 +22,9 @@ Stages (each starts from the pilot's points, finished ones are skipped):
   main:  every arm x task cell x seed at the arm's rate, seed-major (seed 0 everywhere before seed 1).
   long:  the check that STEPS passes the learning transition: seed 0 of LONG_ARMS[cell] (an arm the papers say
          can learn the cell) at the arm's rate for LONG_FACTOR x STEPS (its cosine schedule stretched to match).
-Options: stage=pilot|main|long, seeds=0 or seeds=1+2 (a subset of 0, 1, 2), arms=gla+gla-neg (a subset),
+  s5check: why S5 is not learned (the long check): seed 0 of S5_ARM on S5 with one layer at STEPS, once as the
+         grid's point and once per S5_CHECK change (width, rate, training lengths).
+Options: stage=pilot|main|long|s5check, seeds=0 or seeds=1+2 (a subset of 0, 1, 2), arms=gla+gla-neg (a subset),
 tasks=S3+S5 (a subset of TASKS; every layer count of each), tiny=True (one arm, parity, one rate, two seeds:
 a smoke test of 2 points).
 """
@@ -39,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = os.path.join(HERE, "..", "..", "configs", "state_tracking.py")
 ARCHIVE = os.path.join(HERE, "points")
 OPTIONS = ("tiny", "stage", "seeds", "arms", "tasks")
-STAGES = ("pilot", "main", "long")
+STAGES = ("pilot", "main", "long", "s5check")
 
 NEG = {"model.negative_eigenvalues": True}   # deltanet/deltaproduct: beta in [0, 2]; gla/mamba2: alpha in [-1, 1]
 # The init rule (experiments/mqar/README.md, issue 47): each arm's mixer layers as its reference implementation
@@ -88,6 +92,12 @@ LONG_FACTOR = 4
 LONG_ARMS = {("parity", 1): "deltanet-neg", ("mod_count3", 1): "deltanet-neg", ("mod_count5", 1): "deltanet-neg",
              ("mod_arith", 1): "deltaproduct2-neg", ("S3", 1): "deltaproduct2-neg", ("S3", 2): "deltanet-neg",
              ("S5", 1): "deltaproduct4-neg", ("S5", 2): "deltaproduct4-neg"}
+# The S5 check: the long check's S5 arm at STEPS, as the grid's point (its rate, WIDTH, lengths 3..40) and with
+# one change each: the width (2 heads of 64 channels instead of 16), the rate (the pilot's other rate and 1e-2),
+# the training lengths (3..10: is S5 learned by this layer at all when the words are short?).
+S5_ARM, S5_CELL = "deltaproduct4-neg", ("S5", 1)
+S5_CHECK = {"grid point": {}, "width 128": {"model.d_model": 128}, "lr 1e-3": {"train.learning_rate": 1e-3},
+            "lr 1e-2": {"train.learning_rate": 1e-2}, "lengths 3..10": {"data.seq_len": 10}}
 # Pairs the published directions compare (the first predicted better): negative eigenvalues, Householder steps.
 PAIRS = (("gla-neg", "gla"), ("mamba2-neg", "mamba2"), ("deltanet-neg", "deltanet"),
          ("deltanet-scalar-neg", "deltanet-scalar"), ("deltaproduct2-neg", "deltanet-neg"),
@@ -158,7 +168,15 @@ def get_followup_sweep(rows, arg: str = ""):
   elif opts["stage"] == "long":
     todo += [point(a, c, lr(a), 0, opts["tiny"], **long_extra()) for c in opts["cells"]
              if (a := LONG_ARMS[c]) in opts["arms"] and lr(a) is not None]
+  elif opts["stage"] == "s5check" and S5_ARM in opts["arms"] and lr(S5_ARM) is not None:
+    todo += protocol.new_points([s5_point(lr(S5_ARM), change) for change in S5_CHECK.values()])
   return todo
+
+
+def s5_point(lr: float, change: dict) -> protocol.Point:
+  """The S5 check's point for one change (a rate in `change` replaces the arm's)."""
+  change = dict(change)
+  return point(S5_ARM, S5_CELL, change.pop("train.learning_rate", lr), 0, **change)
 
 
 def label(cell: tuple[str, int]) -> str:
@@ -216,6 +234,14 @@ def cell_of(row: dict, tiny: bool = False) -> tuple[str, int] | None:
                if all(row["_overrides"].get(k) == v for k, v in cell_overrides(c, tiny).items())), None)
 
 
+def other_overrides(row: dict, tiny: bool = False) -> str:
+  """The row's overrides beyond its arm, cell, rate, seed and step budget (the S5 check's change), as k=v;..."""
+  arm, cell = protocol.arm_of(row, ARMS), cell_of(row, tiny)
+  known = {*ARMS.get(arm, {}), *(cell_overrides(cell, tiny) if cell else {}), "train.learning_rate", "seed",
+           "train.num_steps"}
+  return ";".join(f"{k}={v}" for k, v in row["_overrides"].items() if k not in known)
+
+
 def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> str:
   """The study's tables (tables.py): the pilot; per cell, each arm's accuracy at every length (per seed, mean ±
   std, the seeds reaching THRESHOLD); the published directions' pairs (difference of the means at each length,
@@ -223,7 +249,7 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
   del archive_dir   # the tables CLI restores ARCHIVE into workdir first
   opts, lens = _opts(arg), lengths(arg)
   kept = ",".join(f"{k}={v}" for k, v in config_lib.parse_options(arg, OPTIONS).items() if k != "stage")
-  followups = [arg] if opts["tiny"] else [",".join(filter(None, (kept, f"stage={s}"))) for s in ("main", "long")]
+  followups = [arg] if opts["tiny"] else [",".join(filter(None, (kept, f"stage={s}"))) for s in ("main", "long", "s5check")]
   rows = tables.study_rows(os.path.abspath(__file__), workdir, arg, followup_args=followups)
   name = lambda n: f"T≤{n}" if n == lens[0] else f"T={n}"
   values = lambda rs, n: [v for r in rs if (v := at(r, n, lens[0])) is not None]
@@ -268,10 +294,18 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
     text += (f"\n### Long check: seed 0 at {STEPS:,} → {LONG_FACTOR * STEPS:,} steps\n\n" + tables.markdown(
         ["task", "arm", "lr", *(name(n) for n in lens),
          f"first step ≥ {THRESHOLD} at {name(lens[0])} (long run, every {EVAL_EVERY} steps on 100 sequences)"], body))
+  lr = opts["tuning"].lr(rows, S5_ARM) if S5_ARM in opts["arms"] and not opts["tiny"] else None
+  if lr is not None:
+    index = protocol.index(tables.ok(rows, "accuracy"))
+    found = {name_: index.get(protocol.key(s5_point(lr, c))) for name_, c in S5_CHECK.items()}
+    text += (f"\n### S5 check: {S5_ARM}, {label(S5_CELL)}, seed 0, {STEPS:,} steps, one change each\n\n" +
+             tables.markdown(["change", *(name(n) for n in lens)],
+                             [[k, *(tables.fmt(at(r, n, lens[0]) if r else None) for n in lens)]
+                              for k, r in found.items()]))
   if out:
-    tables.write_csv(tables.csv_beside(out), ["arm", "task", "layers", "lr", "seed", "steps",
+    tables.write_csv(tables.csv_beside(out), ["arm", "task", "layers", "lr", "seed", "steps", "other overrides",
                                               *(f"accuracy_T{n}" for n in lens)], [
         [protocol.arm_of(r, ARMS), *(cell_of(r, opts["tiny"]) or (None, None)),
          r["_overrides"].get("train.learning_rate"), r["_overrides"].get("seed"), r.get("step"),
-         *(at(r, n, lens[0]) for n in lens)] for r in tables.ok(rows, "accuracy")])
+         other_overrides(r, opts["tiny"]), *(at(r, n, lens[0]) for n in lens)] for r in tables.ok(rows, "accuracy")])
   return common.emit_markdown(text, out)

@@ -103,6 +103,13 @@ def test_the_pilot_then_every_arm_cell_and_seed_at_the_arms_rate():
   extra = {"train.num_steps": 4 * study.STEPS}
   assert [dict(p) for p in long] == [_expected(study.LONG_ARMS[c], c, 3e-3, 0, **extra) for c in EXPECTED_CELLS]
   assert set(study.LONG_ARMS) == set(EXPECTED_CELLS)
+  # the S5 check: deltaproduct4-neg on S5 with one layer, seed 0: the grid's point, then one change each
+  s5 = study.get_followup_sweep(rows, "stage=s5check")
+  point = lambda lr, **extra: _expected("deltaproduct4-neg", ("S5", 1), lr, 0, **extra)
+  assert [dict(p) for p in s5] == [point(3e-3), point(3e-3, **{"model.d_model": 128}), point(1e-3), point(1e-2),
+                                   point(3e-3, **{"data.seq_len": 10})]
+  assert dict(s5[0]) in [dict(p) for p in grid]   # its first point is the grid's
+  assert study.get_followup_sweep(rows, "stage=s5check,arms=gla") == []
   with pytest.raises(ValueError, match="unknown task"):
     study.get_sweep("tasks=S7")
   with pytest.raises(ValueError, match="seeds=3"):
@@ -112,9 +119,12 @@ def test_the_pilot_then_every_arm_cell_and_seed_at_the_arms_rate():
 def test_every_point_is_a_valid_config():
   base = study.get_config("")
   rows = _rows(sweep.get_points(study, "stage=main"), lambda p: 0.5)
-  points = study.get_followup_sweep(rows, "stage=main") + study.get_followup_sweep(rows, "stage=long")
+  grid = study.get_followup_sweep(rows, "stage=main")
+  check = study.get_followup_sweep(rows, "stage=s5check")   # at 1e-3 here: its 'lr 1e-3' is its grid point
+  assert len(check) == 4 and dict(check[0]) in [dict(p) for p in grid]
+  points = grid + study.get_followup_sweep(rows, "stage=long") + check[1:]
   made = sweep.make_points(f"{STUDY}:stage=main", "/tmp/unused", points, base_config=base)
-  assert len({p.workdir for p in made}) == len(made) == 13 * 8 * 3 + 8
+  assert len({p.workdir for p in made}) == len(made) == 13 * 8 * 3 + 8 + 3
   # the models build: every arm on S5 with 2 layers (the largest vocabulary), every cell with one arm
   builds = [(a, ("S5", 2)) for a in EXPECTED_ARMS] + [("deltaproduct4-neg", c) for c in EXPECTED_CELLS]
   for arm, cell in builds:
@@ -174,10 +184,12 @@ def test_tables_and_plots_from_synthetic_points(tmp_path):
   assert (f"| parity, 1 layer | deltanet-neg | 0.003 | 1.000 → 1.000 | 1.000 → 1.000 | 0.990 → 1.000 | 0.980 → 1.000 "
           f"| {4 * study.STEPS:,} |") in text
   csv_lines = (tmp_path / "study.csv").read_text().splitlines()
-  assert csv_lines[0] == "arm,task,layers,lr,seed,steps,accuracy_T40,accuracy_T80,accuracy_T160,accuracy_T320"
+  assert csv_lines[0] == ("arm,task,layers,lr,seed,steps,other overrides,accuracy_T40,accuracy_T80,accuracy_T160,"
+                          "accuracy_T320")
   assert len(csv_lines) == 1 + 4 + 6 + 1
-  assert f"deltanet-neg,parity,1,0.003,2,{study.STEPS},1.0,1.0,0.97,0.96" in csv_lines
-  assert f"deltanet-neg,parity,1,0.003,0,{4 * study.STEPS},1.0,1.0,1.0,1.0" in csv_lines
+  assert f"deltanet-neg,parity,1,0.003,2,{study.STEPS},,1.0,1.0,0.97,0.96" in csv_lines
+  assert f"deltanet-neg,parity,1,0.003,0,{4 * study.STEPS},,1.0,1.0,1.0,1.0" in csv_lines
+  assert "S5 check" not in text   # its arm is not among these
   rows = tables.study_rows(STUDY, str(tmp_path), arg + ",stage=main")
   specs = study.get_plots(arg)
   assert [s["file"] for s in specs] == ["accuracy_parity_1layer.png"]
@@ -185,6 +197,30 @@ def test_tables_and_plots_from_synthetic_points(tmp_path):
   values = plots.xy_values(specs[0]["select"](rows), x=specs[0]["x"], y="accuracy", group=specs[0]["group"])
   assert values["T=320"] == [("deltanet", [0.5, 0.51, 0.49]), ("deltanet-neg", [0.98, 0.97, 0.96])]
   assert sorted(values) == sorted(["T≤40 (training)", "T=80", "T=160", "T=320"])
+
+
+def test_the_s5_check_table(tmp_path):
+  """The S5 check's table: one row per change, missing points as '…'; the CSV names each point's change."""
+  arg = "arms=deltaproduct4-neg,tasks=S5"
+  base = study.get_config(arg)
+  make = lambda overrides: sweep.make_points(f"{STUDY}:{arg}", str(tmp_path), overrides, base_config=base)
+  pilot = make(sweep.get_points(study, arg))
+  for p in pilot:   # 3e-3 wins at 0.995: no step past the edge
+    _fake_point(p, [0.995 if p.overrides["train.learning_rate"] == 3e-3 else 0.4] * 4)
+  rows = _rows([p.overrides for p in pilot], lambda p: 0.995 if p["train.learning_rate"] == 3e-3 else 0.4)
+  check = make(study.get_followup_sweep(rows, arg + ",stage=s5check"))
+  assert len(check) == len(study.S5_CHECK)
+  for p, acc in zip(check[:-1], (0.055, 0.5, 0.06, 0.07)):   # the last change ("lengths 3..10") not run
+    _fake_point(p, [acc, acc / 2, acc / 4, acc / 8])
+  text = study.write(str(tmp_path), "", str(tmp_path / "study.md"), arg)
+  assert "### S5 check: deltaproduct4-neg, S5, 1 layer, seed 0" in text
+  assert "| grid point | 0.055 | 0.028 | 0.014 | 0.007 |" in text
+  assert "| width 128 | 0.500 | 0.250 | 0.125 | 0.062 |" in text
+  assert "| lr 1e-2 | 0.070 | 0.035 | 0.018 | 0.009 |" in text
+  assert "| lengths 3..10 | … | … | … | … |" in text
+  csv_lines = (tmp_path / "study.csv").read_text().splitlines()
+  assert f"deltaproduct4-neg,S5,1,0.003,0,{study.STEPS},model.d_model=128,0.5,0.25,0.125,0.0625" in csv_lines
+  assert f"deltaproduct4-neg,S5,1,0.001,0,{study.STEPS},,0.06,0.03,0.015,0.0075" in csv_lines
 
 
 def test_the_study_runs_in_tiny_mode(tmp_path):
