@@ -19,7 +19,8 @@ linear_seq/studies/protocol.py), 3 seeds. The budget and its measurement: experi
 Stages (each starts from the pilot's points, finished ones are skipped):
   pilot: seed 0 of every arm on PILOT_CELL (S3, one layer) at 1e-3 and 3e-3 (RULE; 1e-2 as well when 3e-3 wins
          and is below 0.99 there): the arm's learning rate for every task.
-  main:  every arm x task cell x seed at the arm's rate, seed-major (seed 0 everywhere before seed 1).
+  main:  every arm x task cell x seed at the arm's rate, seed-major (seed 0 everywhere before seed 1), STEPS
+         steps (CELL_STEPS for the cells the long check showed need more).
   long:  the check that STEPS passes the learning transition: seed 0 of LONG_ARMS[cell] (an arm the papers say
          can learn the cell) at the arm's rate for LONG_FACTOR x STEPS (its cosine schedule stretched to match).
   s5check: why S5 is not learned (the long check): seed 0 of S5_ARM on S5 with one layer at STEPS, once as the
@@ -79,6 +80,10 @@ SEEDS = (0, 1, 2)
 # The model and budget (README: measured per-step times and the core-hours they add up to).
 WIDTH = 32
 STEPS = 1500
+# Cells whose learning transition the long check puts past STEPS but within LONG_FACTOR x STEPS train that long
+# (README: deltanet-neg first reaches 0.99 at step 2,250 on mod_count m=5 and 4,250 on m=3). The cells the long
+# check's arm does not learn in LONG_FACTOR x STEPS either (mod_arith, S3 with 2 layers, S5) stay at STEPS.
+CELL_STEPS = {("mod_count3", 1): 6000, ("mod_count5", 1): 6000}
 WARMUP = 100
 EVAL_EVERY = 250          # interim evaluations on INTERIM_BATCHES batches of 100 at each length; the last on all 500
 INTERIM_BATCHES = 1
@@ -130,6 +135,11 @@ def cell_overrides(cell: tuple[str, int], tiny: bool = False) -> dict:
   return {**data, **({} if tiny else {"data.vocab_size": vocab}), "model.num_layers": layers}
 
 
+def cell_budget(cell: tuple[str, int], tiny: bool = False) -> dict:
+  """The cell's step override where CELL_STEPS sets one (none in tiny mode)."""
+  return {} if tiny or cell not in CELL_STEPS else {"train.num_steps": CELL_STEPS[cell]}
+
+
 def point(arm: str, cell: tuple[str, int], lr: float, seed: int, tiny: bool = False, **extra) -> protocol.Point:
   """{**arm, **cell, lr, seed, **extra} (protocol.point), carrying the arm."""
   return protocol.point(ARMS, arm, cell_overrides(cell, tiny), lr, seed, extra)
@@ -164,7 +174,8 @@ def get_followup_sweep(rows, arg: str = ""):
   lr = lambda arm: lrs[arm, None]
   if opts["stage"] == "main":
     todo += protocol.seed_major(opts["seeds"], [(a, c) for c in opts["cells"] for a in opts["arms"]],
-                                lambda s, ac: None if lr(ac[0]) is None else point(*ac, lr(ac[0]), s, opts["tiny"]))
+                                lambda s, ac: None if lr(ac[0]) is None else point(*ac, lr(ac[0]), s, opts["tiny"],
+                                                                      **cell_budget(ac[1], opts["tiny"])))
   elif opts["stage"] == "long":
     todo += [point(a, c, lr(a), 0, opts["tiny"], **long_extra()) for c in opts["cells"]
              if (a := LONG_ARMS[c]) in opts["arms"] and lr(a) is not None]
@@ -190,8 +201,10 @@ def lengths(arg: str = "") -> tuple[int, ...]:
 
 
 def cell_rows(rows, opts: dict, cell: tuple[str, int], **extra) -> dict[str, list[dict]]:
-  """{arm: its finished rows of `cell` at the arm's rate, by seed} (extra: the long check's overrides)."""
+  """{arm: its finished rows of `cell` at the arm's rate, by seed} (extra: the long check's overrides; without
+  them the cell's budget)."""
   index, out = protocol.index(tables.ok(rows, "accuracy")), {}
+  extra = extra or cell_budget(cell, opts["tiny"])
   for arm in opts["arms"]:
     lr = opts["tuning"].lr(rows, arm)
     found = [] if lr is None else [index.get(protocol.key(point(arm, cell, lr, s, opts["tiny"], **extra)))
@@ -267,7 +280,9 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
                    *(tables.mean_std(values(rs, n)) for n in lens[1:-1]), tables.per_seed(last, seeds),
                    tables.mean_std(last), f"{sum(v >= THRESHOLD for v in first)}/{len(first)} · "
                    f"{sum(v >= THRESHOLD for v in last)}/{len(last)}"])
-    text += f"\n### {label(cell)}: accuracy at each evaluation length\n\n" + tables.markdown(
+    steps = CELL_STEPS.get(cell, STEPS) if not opts["tiny"] else None
+    text += (f"\n### {label(cell)}: accuracy at each evaluation length" + (f" ({steps:,} steps)" if steps else "") +
+             "\n\n") + tables.markdown(
         ["arm", "lr", f"{name(lens[0])} per seed", "mean ± std", *(name(n) for n in lens[1:-1]),
          f"{name(lens[-1])} per seed", "mean ± std", f"seeds ≥ {THRESHOLD} ({name(lens[0])} · {name(lens[-1])})"],
         body)
@@ -284,14 +299,16 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
     arm = LONG_ARMS.get(cell)
     if arm not in opts["arms"] or (lr := opts["tuning"].lr(rows, arm)) is None:
       continue
-    short = [r for r in by_cell[cell][arm] if r["_overrides"]["seed"] == 0]
+    # a CELL_STEPS cell's grid runs at the long check's steps: its seed-0 grid point is the long run itself
+    short = [] if cell in CELL_STEPS else [r for r in by_cell[cell][arm] if r["_overrides"]["seed"] == 0]
     long_ = cell_rows(rows, {**opts, "arms": (arm,), "seeds": (0,)}, cell, **long_extra())[arm]
     one = lambda rs, n: tables.fmt(values(rs, n)[0] if values(rs, n) else None)
     reached = long_ and tables.first_step(long_[0], THRESHOLD)
     body.append([label(cell), arm, f"{lr:g}", *(f"{one(short, n)} → {one(long_, n)}" for n in lens),
                  tables.MISSING if not long_ else (f"{reached:,}" if reached else "never")])
   if body:
-    text += (f"\n### Long check: seed 0 at {STEPS:,} → {LONG_FACTOR * STEPS:,} steps\n\n" + tables.markdown(
+    text += (f"\n### Long check: seed 0 at {STEPS:,} → {LONG_FACTOR * STEPS:,} steps (… → x: a cell whose grid "
+             f"runs {LONG_FACTOR * STEPS:,} steps, CELL_STEPS)\n\n" + tables.markdown(
         ["task", "arm", "lr", *(name(n) for n in lens),
          f"first step ≥ {THRESHOLD} at {name(lens[0])} (long run, every {EVAL_EVERY} steps on 100 sequences)"], body))
   lr = opts["tuning"].lr(rows, S5_ARM) if S5_ARM in opts["arms"] and not opts["tiny"] else None

@@ -15,6 +15,7 @@ from linear_seq import config_lib
 from linear_seq import data
 from linear_seq import model as model_lib
 from linear_seq.studies import plots
+from linear_seq.studies import protocol
 from linear_seq.studies import sweep
 from linear_seq.studies import tables
 from tests.helpers import REPO
@@ -54,6 +55,10 @@ EXPECTED_CELLS = {
 }
 
 
+# cells that train longer than the study's STEPS (the long check put their transition past it)
+EXPECTED_STEPS = {("mod_count3", 1): 6000, ("mod_count5", 1): 6000}
+
+
 def _expected(arm, cell, lr, seed, **extra):
   fields, vocab = EXPECTED_CELLS[cell]
   return {**EXPECTED_ARMS[arm], **fields, "data.vocab_size": vocab, "model.num_layers": cell[1],
@@ -90,8 +95,9 @@ def test_the_pilot_then_every_arm_cell_and_seed_at_the_arms_rate():
   rows += _rows([p for p in first if p["train.learning_rate"] == 1e-2], acc)
   grid = study.get_followup_sweep(rows, "stage=main")
   lr = {a: 1e-3 if a == "softmax" else (1e-2 if a == "linear" else 3e-3) for a in EXPECTED_ARMS}
-  assert [dict(p) for p in grid] == [_expected(a, c, lr[a], s) for s in (0, 1, 2) for c in EXPECTED_CELLS
-                                     for a in EXPECTED_ARMS]   # seed-major
+  budget = lambda c: {"train.num_steps": EXPECTED_STEPS[c]} if c in EXPECTED_STEPS else {}
+  assert [dict(p) for p in grid] == [_expected(a, c, lr[a], s, **budget(c)) for s in (0, 1, 2)
+                                     for c in EXPECTED_CELLS for a in EXPECTED_ARMS]   # seed-major
   assert len(grid) == 13 * 8 * 3 and all(p.arm for p in grid)
   assert collections.Counter(p["model.num_layers"] for p in grid) == {1: 13 * 6 * 3, 2: 13 * 2 * 3}
   # subsets: one command per seed, or per task group
@@ -122,9 +128,13 @@ def test_every_point_is_a_valid_config():
   grid = study.get_followup_sweep(rows, "stage=main")
   check = study.get_followup_sweep(rows, "stage=s5check")   # at 1e-3 here: its 'lr 1e-3' is its grid point
   assert len(check) == 4 and dict(check[0]) in [dict(p) for p in grid]
-  points = grid + study.get_followup_sweep(rows, "stage=long") + check[1:]
+  long = study.get_followup_sweep(rows, "stage=long")
+  # the mod_count cells' grid runs the long check's steps: their long points are the grid's seed-0 points
+  assert [dict(p) for p in long if dict(p) in [dict(g) for g in grid]] == [
+      dict(p) for p in long if p["data.dataset"] == "mod_count"] and len(EXPECTED_STEPS) == 2
+  points = protocol.new_points(grid + long + check)
   made = sweep.make_points(f"{STUDY}:stage=main", "/tmp/unused", points, base_config=base)
-  assert len({p.workdir for p in made}) == len(made) == 13 * 8 * 3 + 8 + 3
+  assert len({p.workdir for p in made}) == len(made) == 13 * 8 * 3 + 8 - 2 + 3
   # the models build: every arm on S5 with 2 layers (the largest vocabulary), every cell with one arm
   builds = [(a, ("S5", 2)) for a in EXPECTED_ARMS] + [("deltaproduct4-neg", c) for c in EXPECTED_CELLS]
   for arm, cell in builds:
