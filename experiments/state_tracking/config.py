@@ -99,10 +99,18 @@ LONG_ARMS = {("parity", 1): "deltanet-neg", ("mod_count3", 1): "deltanet-neg", (
              ("S5", 1): "deltaproduct4-neg", ("S5", 2): "deltaproduct4-neg"}
 # The S5 check: the long check's S5 arm at STEPS, as the grid's point (its rate, WIDTH, lengths 3..40) and with
 # one change each: the width (2 heads of 64 channels instead of 16), the rate (the pilot's other rate and 1e-2),
-# the training lengths (3..10: is S5 learned by this layer at all when the words are short?).
+# the training lengths (3..10: is S5 learned by this layer at all when the words are short?), and at lengths
+# 3..10 the steps, the init, the heads and the width.
 S5_ARM, S5_CELL = "deltaproduct4-neg", ("S5", 1)
+SHORT = {"data.seq_len": 10}
 S5_CHECK = {"grid point": {}, "width 128": {"model.d_model": 128}, "lr 1e-3": {"train.learning_rate": 1e-3},
-            "lr 1e-2": {"train.learning_rate": 1e-2}, "lengths 3..10": {"data.seq_len": 10}}
+            "lr 1e-2": {"train.learning_rate": 1e-2}, "lengths 3..10": SHORT,
+            # then, at the short lengths (a run costs ~1 min): 4x the steps, the layers' default init instead of
+            # the setup's N(0, 0.02^2), one head of 32 channels, width 128
+            "lengths 3..10, 6,000 steps": {**SHORT, "train.num_steps": LONG_FACTOR * STEPS},
+            "lengths 3..10, init default": {**SHORT, "model.init": "default"},
+            "lengths 3..10, 1 head": {**SHORT, "model.num_heads": 1},
+            "lengths 3..10, width 128": {**SHORT, "model.d_model": 128}}
 # Pairs the published directions compare (the first predicted better): negative eigenvalues, Householder steps.
 PAIRS = (("gla-neg", "gla"), ("mamba2-neg", "mamba2"), ("deltanet-neg", "deltanet"),
          ("deltanet-scalar-neg", "deltanet-scalar"), ("deltaproduct2-neg", "deltanet-neg"),

@@ -112,8 +112,12 @@ def test_the_pilot_then_every_arm_cell_and_seed_at_the_arms_rate():
   # the S5 check: deltaproduct4-neg on S5 with one layer, seed 0: the grid's point, then one change each
   s5 = study.get_followup_sweep(rows, "stage=s5check")
   point = lambda lr, **extra: _expected("deltaproduct4-neg", ("S5", 1), lr, 0, **extra)
+  short = {"data.seq_len": 10}
   assert [dict(p) for p in s5] == [point(3e-3), point(3e-3, **{"model.d_model": 128}), point(1e-3), point(1e-2),
-                                   point(3e-3, **{"data.seq_len": 10})]
+                                   point(3e-3, **short), point(3e-3, **short, **{"train.num_steps": 6000}),
+                                   point(3e-3, **short, **{"model.init": "default"}),
+                                   point(3e-3, **short, **{"model.num_heads": 1}),
+                                   point(3e-3, **short, **{"model.d_model": 128})]
   assert dict(s5[0]) in [dict(p) for p in grid]   # its first point is the grid's
   assert study.get_followup_sweep(rows, "stage=s5check,arms=gla") == []
   with pytest.raises(ValueError, match="unknown task"):
@@ -127,14 +131,14 @@ def test_every_point_is_a_valid_config():
   rows = _rows(sweep.get_points(study, "stage=main"), lambda p: 0.5)
   grid = study.get_followup_sweep(rows, "stage=main")
   check = study.get_followup_sweep(rows, "stage=s5check")   # at 1e-3 here: its 'lr 1e-3' is its grid point
-  assert len(check) == 4 and dict(check[0]) in [dict(p) for p in grid]
+  assert len(check) == len(study.S5_CHECK) - 1 and dict(check[0]) in [dict(p) for p in grid]
   long = study.get_followup_sweep(rows, "stage=long")
   # the mod_count cells' grid runs the long check's steps: their long points are the grid's seed-0 points
   assert [dict(p) for p in long if dict(p) in [dict(g) for g in grid]] == [
       dict(p) for p in long if p["data.dataset"] == "mod_count"] and len(EXPECTED_STEPS) == 2
   points = protocol.new_points(grid + long + check)
   made = sweep.make_points(f"{STUDY}:stage=main", "/tmp/unused", points, base_config=base)
-  assert len({p.workdir for p in made}) == len(made) == 13 * 8 * 3 + 8 - 2 + 3
+  assert len({p.workdir for p in made}) == len(made) == 13 * 8 * 3 + 8 - 2 + len(study.S5_CHECK) - 2
   # the models build: every arm on S5 with 2 layers (the largest vocabulary), every cell with one arm
   builds = [(a, ("S5", 2)) for a in EXPECTED_ARMS] + [("deltaproduct4-neg", c) for c in EXPECTED_CELLS]
   for arm, cell in builds:
