@@ -323,8 +323,8 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
   if lr is not None:
     index = protocol.index(tables.ok(rows, "accuracy"))
     found = {name_: index.get(protocol.key(s5_point(lr, c))) for name_, c in S5_CHECK.items()}
-    text += (f"\n### S5 check: {S5_ARM}, {label(S5_CELL)}, seed 0, {STEPS:,} steps, one change each\n\n" +
-             tables.markdown(["change", *(name(n) for n in lens)],
+    text += (f"\n### S5 check: {S5_ARM}, {label(S5_CELL)}, seed 0, {STEPS:,} steps unless stated, one change "
+             f"each\n\n" + tables.markdown(["change", "at its training lengths", *(name(n) for n in lens[1:])],
                              [[k, *(tables.fmt(at(r, n, lens[0]) if r else None) for n in lens)]
                               for k, r in found.items()]))
   if out:

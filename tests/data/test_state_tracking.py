@@ -98,6 +98,25 @@ def test_permutation_table_is_the_group():
   assert table[table[a, b], c] == table[a, table[b, c]]                            # associative
 
 
+def test_s5_table_and_running_products():
+  """S5 (the study's hardest cell): a group whose sign is a homomorphism, and each target the running product."""
+  table = state_tracking.permutation_table(5)
+  perms = list(itertools.permutations(range(5)))
+  assert table.shape == (120, 120) and np.all(table[0] == np.arange(120)) and np.all(table[:, 0] == np.arange(120))
+  assert all(len(set(row)) == 120 for row in table) and all(len(set(col)) == 120 for col in table.T)
+  a, b, c = np.random.default_rng(0).integers(0, 120, size=(3, 2000))
+  assert np.array_equal(table[table[a, b], c], table[a, table[b, c]])
+  sign = np.array([(-1) ** sum(p[i] > p[j] for i in range(5) for j in range(i + 1, 5)) for p in perms])
+  assert np.array_equal(sign[table[a, b]], sign[a] * sign[b]) and (sign == -1).sum() == 60
+  x, y, w = state_tracking.permutation(np.random.default_rng(1), 40, table)
+  compose = lambda p, q: tuple(p[q[i]] for i in range(5))   # apply q, then p
+  running = perms[x[0]]
+  assert perms[y[0]] == running and np.all(w == 1)
+  for t in range(1, 40):
+    running = compose(perms[x[t]], running)
+    assert perms[y[t]] == running
+
+
 BAD = [
     (dict(task="mod_count", modulus=1), "mod_count: data.modulus must be an integer >= 2, got 1"),
     (dict(task="mod_arith", modulus=0), "mod_arith: data.modulus must be an integer >= 2, got 0"),
