@@ -228,6 +228,7 @@ def test_the_s5_check_table(tmp_path):
     _fake_point(p, [acc, acc / 2, acc / 4, acc / 8])
   text = study.write(str(tmp_path), "", str(tmp_path / "study.md"), arg)
   assert "### S5 check: deltaproduct4-neg, S5, 1 layer, seed 0" in text
+  assert "| change | at its training lengths | T=80 | T=160 | T=320 |" in text
   assert "| grid point | 0.055 | 0.028 | 0.014 | 0.007 |" in text
   assert "| width 128 | 0.500 | 0.250 | 0.125 | 0.062 |" in text
   assert "| lr 1e-2 | 0.070 | 0.035 | 0.018 | 0.009 |" in text
