@@ -23,6 +23,7 @@ VARIANTS = {
     "experiments/mqar/config.py": ["stage=pilot", "stage=main", "stage=hard", "tiny=True", "stage=main,arms=softmax+gla",
                                    "stage=main,seeds=0", "stage=hard,seeds=1", "stage=lrcheck", "stage=seedcheck",
                                    "stage=seedcheck,hard=True", "stage=main,seeds=0+1,widths=64"],
+    "experiments/mqar/budget_ladder.py": ["", "arms=s4", "tiny=True"],
     "experiments/mqar/grid_2026_11/config.py": ["", "followup=True", "followup=True,best_seeds=3", "seeds=3",
                                                 "tiny=True", "tiny=True,followup=True", "arms=softmax+gla"],
     "experiments/feature_maps/config.py": ["", "task=mqar", "task=lm", "tiny=True", "task=mqar,tiny=True",
