@@ -181,9 +181,9 @@ def get_followup_sweep(rows, arg: str = ""):
   lrs, todo = opts["tuning"].plan(rows, [(a, None) for a in opts["arms"]])
   lr = lambda arm: lrs[arm, None]
   if opts["stage"] == "main":
-    todo += protocol.seed_major(opts["seeds"], [(a, c) for c in opts["cells"] for a in opts["arms"]],
-                                lambda s, ac: None if lr(ac[0]) is None else point(*ac, lr(ac[0]), s, opts["tiny"],
-                                                                      **cell_budget(ac[1], opts["tiny"])))
+    make = lambda s, ac: None if lr(ac[0]) is None else point(*ac, lr(ac[0]), s, opts["tiny"],
+                                                              **cell_budget(ac[1], opts["tiny"]))
+    todo += protocol.seed_major(opts["seeds"], [(a, c) for c in opts["cells"] for a in opts["arms"]], make)
   elif opts["stage"] == "long":
     todo += [point(a, c, lr(a), 0, opts["tiny"], **long_extra()) for c in opts["cells"]
              if (a := LONG_ARMS[c]) in opts["arms"] and lr(a) is not None]
@@ -270,7 +270,8 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
   del archive_dir   # the tables CLI restores ARCHIVE into workdir first
   opts, lens = _opts(arg), lengths(arg)
   kept = ",".join(f"{k}={v}" for k, v in config_lib.parse_options(arg, OPTIONS).items() if k != "stage")
-  followups = [arg] if opts["tiny"] else [",".join(filter(None, (kept, f"stage={s}"))) for s in ("main", "long", "s5check")]
+  followups = [arg] if opts["tiny"] else [",".join(filter(None, (kept, f"stage={s}")))
+                                           for s in ("main", "long", "s5check")]
   rows = tables.study_rows(os.path.abspath(__file__), workdir, arg, followup_args=followups)
   name = lambda n: f"T≤{n}" if n == lens[0] else f"T={n}"
   values = lambda rs, n: [v for r in rs if (v := at(r, n, lens[0])) is not None]
