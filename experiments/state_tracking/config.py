@@ -80,10 +80,6 @@ SEEDS = (0, 1, 2)
 # The model and budget (README: measured per-step times and the core-hours they add up to).
 WIDTH = 32
 STEPS = 1500
-# Cells whose learning transition the long check puts past STEPS but within LONG_FACTOR x STEPS train that long
-# (README: deltanet-neg first reaches 0.99 at step 2,250 on mod_count m=5 and 4,250 on m=3). The cells the long
-# check's arm does not learn in LONG_FACTOR x STEPS either (mod_arith, S3 with 2 layers, S5) stay at STEPS.
-CELL_STEPS = {("mod_count3", 1): 6000, ("mod_count5", 1): 6000}
 WARMUP = 100
 EVAL_EVERY = 250          # interim evaluations on INTERIM_BATCHES batches of 100 at each length; the last on all 500
 INTERIM_BATCHES = 1
@@ -97,6 +93,10 @@ LONG_FACTOR = 4
 LONG_ARMS = {("parity", 1): "deltanet-neg", ("mod_count3", 1): "deltanet-neg", ("mod_count5", 1): "deltanet-neg",
              ("mod_arith", 1): "deltaproduct2-neg", ("S3", 1): "deltaproduct2-neg", ("S3", 2): "deltanet-neg",
              ("S5", 1): "deltaproduct4-neg", ("S5", 2): "deltaproduct4-neg"}
+# Cells whose learning transition the long check puts past STEPS but within LONG_FACTOR x STEPS train that long
+# (README: deltanet-neg first reaches 0.99 at step 2,250 on mod_count m=5 and 4,250 on m=3). The cells the long
+# check's arm does not learn in LONG_FACTOR x STEPS either (mod_arith, S3 with 2 layers, S5) stay at STEPS.
+CELL_STEPS = {("mod_count3", 1): LONG_FACTOR * STEPS, ("mod_count5", 1): LONG_FACTOR * STEPS}
 # The S5 check: the long check's S5 arm at STEPS, as the grid's point (its rate, WIDTH, lengths 3..40) and with
 # one change each: the width (2 heads of 64 channels instead of 16), the rate (the pilot's other rate and 1e-2),
 # the training lengths (3..10: is S5 learned by this layer at all when the words are short?), and at lengths
