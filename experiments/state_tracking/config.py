@@ -12,6 +12,8 @@ linear_seq/studies/protocol.py), 3 seeds. The budget and its measurement: experi
       --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2
   python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=s5check \
       --workdir=runs/state_tracking --archive=experiments/state_tracking/points
+  python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=paritycheck \
+      --workdir=runs/state_tracking --archive=experiments/state_tracking/points
   python -m linear_seq.studies.sweep --config=experiments/state_tracking/config.py:stage=main,seeds=0 \
       --workdir=runs/state_tracking --archive=experiments/state_tracking/points --parallel=2   # then seeds=1, 2
   python -m linear_seq.studies.tables --table=experiments/state_tracking/config.py \
@@ -44,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TASK = os.path.join(HERE, "..", "..", "configs", "state_tracking.py")
 ARCHIVE = os.path.join(HERE, "points")
 OPTIONS = ("tiny", "stage", "seeds", "arms", "tasks")
-STAGES = ("pilot", "main", "long", "s5check")
+STAGES = ("pilot", "main", "long", "s5check", "paritycheck")
 
 NEG = {"model.negative_eigenvalues": True}   # deltanet/deltaproduct: beta in [0, 2]; gla/mamba2: alpha in [-1, 1]
 # The init rule (experiments/mqar/README.md, issue 47): each arm's mixer layers as its reference implementation
@@ -111,6 +113,23 @@ S5_CHECK = {"grid point": {}, "width 128": {"model.d_model": 128}, "lr 1e-3": {"
             "lengths 3..10, init default": {**SHORT, "model.init": "default"},
             "lengths 3..10, 1 head": {**SHORT, "model.num_heads": 1},
             "lengths 3..10, width 128": {**SHORT, "model.d_model": 128}}
+# The parity check: mamba2-neg stays below mamba2 on parity in the main runs (0/3 seeds solve it), against Grazzi
+# et al. At WIDTH its 2 x 32 inner channels make one head of mamba_head_dim = 64: one step size Δ and one
+# transition 2 exp(ΔA) − 1 per token for the whole state. Each change: (arm, overrides, seeds); a rate in the
+# overrides replaces the arm's. The head splits keep the state's size (heads x 64 x head_dim = 4,096).
+PARITY_CELL = ("parity", 1)
+PARITY_CHECK = {
+    "grid point": ("mamba2-neg", {}, (0,)),
+    "4 heads of 16 channels": ("mamba2-neg", {"model.mamba_head_dim": 16}, SEEDS),
+    "4 heads of 16, no negative eigenvalues": ("mamba2", {"model.mamba_head_dim": 16}, SEEDS),
+    "8 heads of 8 channels": ("mamba2-neg", {"model.mamba_head_dim": 8}, (0,)),
+    "width 128 (4 heads of 64)": ("mamba2-neg", {"model.d_model": 128}, (0,)),
+    "lr 1e-3": ("mamba2-neg", {"train.learning_rate": 1e-3}, (0,)),
+    "lr 3e-3": ("mamba2-neg", {"train.learning_rate": 3e-3}, (0,)),
+    "6,000 steps": ("mamba2-neg", {"train.num_steps": LONG_FACTOR * STEPS}, (0,)),
+    "Δ init in [0.01, 1]": ("mamba2-neg", {"model.dt_min": 1e-2, "model.dt_max": 1.0}, (0,)),
+    "scan form": ("mamba2-neg", {"model.mode": "recurrent"}, (0,)),
+}
 # Pairs the published directions compare (the first predicted better): negative eigenvalues, Householder steps.
 PAIRS = (("gla-neg", "gla"), ("mamba2-neg", "mamba2"), ("deltanet-neg", "deltanet"),
          ("deltanet-scalar-neg", "deltanet-scalar"), ("deltaproduct2-neg", "deltanet-neg"),
@@ -189,6 +208,10 @@ def get_followup_sweep(rows, arg: str = ""):
              if (a := LONG_ARMS[c]) in opts["arms"] and lr(a) is not None]
   elif opts["stage"] == "s5check" and S5_ARM in opts["arms"] and lr(S5_ARM) is not None:
     todo += protocol.new_points([s5_point(lr(S5_ARM), change) for change in S5_CHECK.values()])
+  elif opts["stage"] == "paritycheck":
+    todo += protocol.new_points([parity_point(arm, lr(arm), change, seed)
+                                 for arm, change, seeds in PARITY_CHECK.values() if arm in opts["arms"]
+                                 and lr(arm) is not None for seed in seeds])
   return todo
 
 
@@ -196,6 +219,12 @@ def s5_point(lr: float, change: dict) -> protocol.Point:
   """The S5 check's point for one change (a rate in `change` replaces the arm's)."""
   change = dict(change)
   return point(S5_ARM, S5_CELL, change.pop("train.learning_rate", lr), 0, **change)
+
+
+def parity_point(arm: str, lr: float, change: dict, seed: int) -> protocol.Point:
+  """The parity check's point for one change and seed (a rate in `change` replaces the arm's)."""
+  change = dict(change)
+  return point(arm, PARITY_CELL, change.pop("train.learning_rate", lr), seed, **change)
 
 
 def label(cell: tuple[str, int]) -> str:
@@ -270,8 +299,7 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
   del archive_dir   # the tables CLI restores ARCHIVE into workdir first
   opts, lens = _opts(arg), lengths(arg)
   kept = ",".join(f"{k}={v}" for k, v in config_lib.parse_options(arg, OPTIONS).items() if k != "stage")
-  followups = [arg] if opts["tiny"] else [",".join(filter(None, (kept, f"stage={s}")))
-                                           for s in ("main", "long", "s5check")]
+  followups = [arg] if opts["tiny"] else [",".join(filter(None, (kept, f"stage={s}"))) for s in STAGES[1:]]
   rows = tables.study_rows(os.path.abspath(__file__), workdir, arg, followup_args=followups)
   name = lambda n: f"T≤{n}" if n == lens[0] else f"T={n}"
   values = lambda rs, n: [v for r in rs if (v := at(r, n, lens[0])) is not None]
@@ -279,22 +307,24 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
   text = f"### Learning-rate pilot (seed 0, {label(TINY_CELLS[0] if opts['tiny'] else PILOT_CELL)})\n\n"
   text += tables.pilot_table(opts["tuning"], rows, [(a, None) for a in opts["arms"]],
                              lambda r: tables.fmt(r["accuracy"]))
+  header = [f"{name(lens[0])} per seed", "mean ± std", *(name(n) for n in lens[1:-1]), f"{name(lens[-1])} per seed",
+            "mean ± std", f"seeds ≥ {THRESHOLD} ({name(lens[0])} · {name(lens[-1])})"]
+
+  def accuracies(rs: list[dict], lr: float | None, seeds: int) -> list[str]:
+    """lr, then the `header` columns: per seed and mean ± std at the training lengths, the means at the longer
+    lengths, per seed and mean ± std at the longest, and the seeds reaching THRESHOLD."""
+    first, last = values(rs, lens[0]), values(rs, lens[-1])
+    return ["…" if lr is None else f"{lr:g}", tables.per_seed(first, seeds), tables.mean_std(first),
+            *(tables.mean_std(values(rs, n)) for n in lens[1:-1]), tables.per_seed(last, seeds),
+            tables.mean_std(last), f"{sum(v >= THRESHOLD for v in first)}/{len(first)} · "
+            f"{sum(v >= THRESHOLD for v in last)}/{len(last)}"]
+
   by_cell = {c: cell_rows(rows, opts, c) for c in opts["cells"]}
   for cell, per_arm in by_cell.items():
-    body = []
-    for arm, rs in per_arm.items():
-      lr = opts["tuning"].lr(rows, arm)
-      first, last = values(rs, lens[0]), values(rs, lens[-1])
-      body.append([arm, "…" if lr is None else f"{lr:g}", tables.per_seed(first, seeds), tables.mean_std(first),
-                   *(tables.mean_std(values(rs, n)) for n in lens[1:-1]), tables.per_seed(last, seeds),
-                   tables.mean_std(last), f"{sum(v >= THRESHOLD for v in first)}/{len(first)} · "
-                   f"{sum(v >= THRESHOLD for v in last)}/{len(last)}"])
+    body = [[arm, *accuracies(rs, opts["tuning"].lr(rows, arm), seeds)] for arm, rs in per_arm.items()]
     steps = CELL_STEPS.get(cell, STEPS) if not opts["tiny"] else None
     text += (f"\n### {label(cell)}: accuracy at each evaluation length" + (f" ({steps:,} steps)" if steps else "") +
-             "\n\n") + tables.markdown(
-        ["arm", "lr", f"{name(lens[0])} per seed", "mean ± std", *(name(n) for n in lens[1:-1]),
-         f"{name(lens[-1])} per seed", "mean ± std", f"seeds ≥ {THRESHOLD} ({name(lens[0])} · {name(lens[-1])})"],
-        body)
+             "\n\n") + tables.markdown(["arm", "lr", *header], body)
   pairs = [(a, b) for a, b in PAIRS if a in opts["arms"] and b in opts["arms"]]
   if pairs:
     body = []
@@ -328,6 +358,18 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
              f"each\n\n" + tables.markdown(["change", "at its training lengths", *(name(n) for n in lens[1:])],
                              [[k, *(tables.fmt(at(r, n, lens[0]) if r else None) for n in lens)]
                               for k, r in found.items()]))
+  checked = [(k, arm, change, seeds_) for k, (arm, change, seeds_) in PARITY_CHECK.items()
+             if arm in opts["arms"] and not opts["tiny"] and opts["tuning"].lr(rows, arm) is not None]
+  if checked:
+    index, body = protocol.index(tables.ok(rows, "accuracy")), []
+    for k, arm, change, seeds_ in checked:
+      point_lr = opts["tuning"].lr(rows, arm)
+      found = [index.get(protocol.key(parity_point(arm, point_lr, change, s))) for s in seeds_]
+      body.append([k, arm, *accuracies([r for r in found if r is not None],
+                                       change.get("train.learning_rate", point_lr), len(seeds_))])
+    text += (f"\n### Parity check: {label(PARITY_CELL)}, {STEPS:,} steps unless stated, one change each "
+             f"(seed 0, or seeds {'/'.join(map(str, SEEDS))})\n\n" + tables.markdown(["change", "arm", "lr", *header],
+                                                                                  body))
   if out:
     tables.write_csv(tables.csv_beside(out), ["arm", "task", "layers", "lr", "seed", "steps", "other overrides",
                                               *(f"accuracy_T{n}" for n in lens)], [

@@ -80,6 +80,21 @@ class Mamba2(nnx.Module):
     del seq_len
     return self.num_heads * self.n * self.head_dim + self.conv.state_size()
 
+  def _decay(self, dt_BTH):
+    """The dt projection [B, T, H] -> (Δ, log |α|, the sign of α or None), α = exp(ΔA) (negative_eigenvalues:
+    2 exp(ΔA) − 1): the per-token, per-head factor the scan multiplies the state by."""
+    dt_BTH = dt_gate.step_size(dt_BTH, self.dt_bias[...], self.dt_limit)
+    log_a_BTH = dt_gate.log_decay(dt_BTH, self.A_log[...])
+    if not self.negative_eigenvalues:
+      return dt_BTH, log_a_BTH, None
+    return dt_BTH, *ops.signed_log_decay(2.0 * jnp.exp(log_a_BTH) - 1.0)
+
+  def transition(self, x_BTD) -> jax.Array:
+    """The transition α_t [B, T, H] float32 for the mixer's input x (a diagnostic: which heads decay, hold or,
+    with negative_eigenvalues, flip the state's sign at each token), as __call__ applies it."""
+    _, log_a_BTH, sign_BTH = self._decay(self.in_proj(x_BTD)[..., -self.num_heads:])
+    return jnp.exp(log_a_BTH) * (1.0 if sign_BTH is None else sign_BTH)
+
   def __call__(self, x_BTD, *, state=None, segment_ids=None):
     B, T, _ = x_BTD.shape
     E, N, H, P, G = self.inner, self.n, self.num_heads, self.head_dim, self.groups
@@ -87,11 +102,7 @@ class Mamba2(nnx.Module):
     z_BTE, xbc_BTC, dt_BTH = jnp.split(self.in_proj(x_BTD), [E, 2 * E + 2 * G * N], axis=-1)
     xbc_BTC, conv_state = self.conv(xbc_BTC, state=state.get("conv"), segment_ids=segment_ids)
     x_BTE, b_BTN, c_BTN = jnp.split(jax.nn.silu(xbc_BTC), [E, E + G * N], axis=-1)
-    dt_BTH = dt_gate.step_size(dt_BTH, self.dt_bias[...], self.dt_limit)
-    log_a_BTH = dt_gate.log_decay(dt_BTH, self.A_log[...])
-    sign_BTH = None
-    if self.negative_eigenvalues:
-      log_a_BTH, sign_BTH = ops.signed_log_decay(2.0 * jnp.exp(log_a_BTH) - 1.0)
+    dt_BTH, log_a_BTH, sign_BTH = self._decay(dt_BTH)
     reset_BT = segments.reset_log_decay(segment_ids)
     if reset_BT is not None:
       log_a_BTH = log_a_BTH + reset_BT[:, :, None]

@@ -38,7 +38,8 @@ VARIANTS = {
                                       "task=mqar,arms=gla-softmax+gla2,seeds=1,steps=3000,edge=False",
                                       "task=lm,seeds=3", "task=lm,edge=False", "task=lm,lrs=1e-3+3e-3+1e-2"],
     "experiments/mqar/ablation.py": ["", "tiny=True", "mixers=softmax,variants=ours/indep"],
-    "experiments/state_tracking/config.py": ["stage=pilot", "stage=long", "stage=s5check", "stage=main,seeds=0",
+    "experiments/state_tracking/config.py": ["stage=pilot", "stage=long", "stage=s5check", "stage=paritycheck",
+                                             "stage=main,seeds=0",
                                              "tiny=True", "stage=main,seeds=1,tasks=S3+S5,arms=gla+gla-neg"],
 }
 

@@ -2,6 +2,7 @@
 arm's overrides as the issue lists them, its learning-rate pilot and long check follow the protocol, the table
 writer and the plots work on synthetic points, and its tiny mode runs through the sweep and the tables CLI."""
 import collections
+import importlib.util
 import json
 import os
 import re
@@ -9,6 +10,8 @@ import subprocess
 import sys
 
 from flax import nnx
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from linear_seq import config_lib
@@ -120,6 +123,20 @@ def test_the_pilot_then_every_arm_cell_and_seed_at_the_arms_rate():
                                    point(3e-3, **short, **{"model.d_model": 128})]
   assert dict(s5[0]) in [dict(p) for p in grid]   # its first point is the grid's
   assert study.get_followup_sweep(rows, "stage=s5check,arms=gla") == []
+  # the parity check: mamba2-neg (and mamba2 at 4 heads) on parity with one layer, one change each
+  par = study.get_followup_sweep(rows, "stage=paritycheck")
+  neg = lambda lr, seed=0, **extra: _expected("mamba2-neg", ("parity", 1), lr, seed, **extra)
+  heads = lambda n: {"model.mamba_head_dim": n}
+  assert [dict(p) for p in par] == [
+      neg(3e-3), *(neg(3e-3, s, **heads(16)) for s in (0, 1, 2)),
+      *(_expected("mamba2", ("parity", 1), 3e-3, s, **heads(16)) for s in (0, 1, 2)),
+      neg(3e-3, **heads(8)), neg(3e-3, **{"model.d_model": 128}), neg(1e-3),   # 'lr 3e-3' is the grid's
+      neg(3e-3, **{"train.num_steps": 6000}), neg(3e-3, **{"model.dt_min": 1e-2, "model.dt_max": 1.0}),
+      neg(3e-3, **{"model.mode": "recurrent"})]
+  assert dict(par[0]) in [dict(p) for p in grid]   # its first point is the grid's
+  assert [p.arm for p in par] == ["mamba2-neg"] * 4 + ["mamba2"] * 3 + ["mamba2-neg"] * 6
+  assert [dict(p) for p in study.get_followup_sweep(rows, "stage=paritycheck,arms=mamba2")] == [
+      dict(p) for p in par if p.arm == "mamba2"]
   with pytest.raises(ValueError, match="unknown task"):
     study.get_sweep("tasks=S7")
   with pytest.raises(ValueError, match="seeds=3"):
@@ -136,9 +153,15 @@ def test_every_point_is_a_valid_config():
   # the mod_count cells' grid runs the long check's steps: their long points are the grid's seed-0 points
   assert [dict(p) for p in long if dict(p) in [dict(g) for g in grid]] == [
       dict(p) for p in long if p["data.dataset"] == "mod_count"] and len(EXPECTED_STEPS) == 2
-  points = protocol.new_points(grid + long + check)
+  par = study.get_followup_sweep(rows, "stage=paritycheck")   # at 1e-3: 'lr 1e-3' is the grid point's twin
+  assert len(par) == 14 - 1 and dict(par[0]) in [dict(p) for p in grid]
+  points = protocol.new_points(grid + long + check + par)
   made = sweep.make_points(f"{STUDY}:stage=main", "/tmp/unused", points, base_config=base)
-  assert len({p.workdir for p in made}) == len(made) == 13 * 8 * 3 + 8 - 2 + len(study.S5_CHECK) - 2
+  assert len({p.workdir for p in made}) == len(made) == 13 * 8 * 3 + 8 - 2 + len(study.S5_CHECK) - 2 + 14 - 2
+  for p in par:   # the parity check's changes build (head splits, width, Δ's init, the scan form)
+    config = config_lib.apply_overrides(base, dict(p))
+    cfg = model_lib.ModelConfig.from_config(config.model, vocab_size=data.dataset_info(config.data).vocab_size)
+    nnx.eval_shape(lambda cfg=cfg: model_lib.LM(cfg, rngs=nnx.Rngs(0)))
   # the models build: every arm on S5 with 2 layers (the largest vocabulary), every cell with one arm
   builds = [(a, ("S5", 2)) for a in EXPECTED_ARMS] + [("deltaproduct4-neg", c) for c in EXPECTED_CELLS]
   for arm, cell in builds:
@@ -238,6 +261,34 @@ def test_the_s5_check_table(tmp_path):
   assert f"deltaproduct4-neg,S5,1,0.001,0,{study.STEPS},,0.06,0.03,0.015,0.0075" in csv_lines
 
 
+def test_the_parity_check_table(tmp_path):
+  """The parity check's table: one row per change (its arm, its rate, its seeds), missing points as '…'."""
+  arg = "arms=mamba2+mamba2-neg,tasks=parity"
+  base = study.get_config(arg)
+  make = lambda overrides: sweep.make_points(f"{STUDY}:{arg}", str(tmp_path), overrides, base_config=base)
+  pilot = make(sweep.get_points(study, arg))
+  for p in pilot:   # 3e-3 wins at 0.995 for both arms: no step past the edge
+    _fake_point(p, [0.995 if p.overrides["train.learning_rate"] == 3e-3 else 0.4] * 4)
+  rows = _rows([p.overrides for p in pilot], lambda p: 0.995 if p["train.learning_rate"] == 3e-3 else 0.4)
+  check = make(study.get_followup_sweep(rows, arg + ",stage=paritycheck"))
+  assert len(check) == 13   # 'lr 3e-3' is the grid point here
+  for p in check[:7]:   # the grid point and both 4-head rows (3 seeds each); the rest not run
+    s = p.overrides["seed"]
+    acc = (0.7 if p.overrides.get("model.mamba_head_dim") is None else
+           1.0 - 0.1 * s if p.overrides.get("model.negative_eigenvalues") else 0.8)
+    _fake_point(p, [acc, acc / 2, acc / 2, acc / 2])
+  text = study.write(str(tmp_path), "", str(tmp_path / "study.md"), arg)
+  assert "### Parity check: parity, 1 layer, 1,500 steps unless stated, one change each (seed 0, or seeds 0/1/2)" \
+      in text
+  assert "| grid point | mamba2-neg | 0.003 | 0.700 | 0.700 | 0.350 | 0.350 | 0.350 | 0.350 | 0/1 · 0/1 |" in text
+  assert ("| 4 heads of 16 channels | mamba2-neg | 0.003 | 1.000 / 0.900 / 0.800 | 0.900 ± 0.100 | 0.450 ± 0.050 | "
+          "0.450 ± 0.050 | 0.500 / 0.450 / 0.400 | 0.450 ± 0.050 | 1/3 · 0/3 |") in text
+  assert "| 4 heads of 16, no negative eigenvalues | mamba2 | 0.003 | 0.800 / 0.800 / 0.800 | 0.800 ± 0.000 |" in text
+  assert "| lr 1e-3 | mamba2-neg | 0.001 | … | … | … | … | … | … | 0/0 · 0/0 |" in text
+  csv_lines = (tmp_path / "study.csv").read_text().splitlines()
+  assert f"mamba2-neg,parity,1,0.003,2,{study.STEPS},model.mamba_head_dim=16,0.8,0.4,0.4,0.4" in csv_lines
+
+
 def test_the_study_runs_in_tiny_mode(tmp_path):
   """Two tiny points (seed 0 at the one-rate grid, then seed 1), then study.md / study.csv from them."""
   env = cli_env()
@@ -252,3 +303,21 @@ def test_the_study_runs_in_tiny_mode(tmp_path):
                    r"\d\.\d{3} / \d\.\d{3} \| \d\.\d{3} ± \d\.\d{3} \| \d/2 · \d/2 \|", table), table
   assert len((tmp_path / "study.csv").read_text().splitlines()) == 3
   assert (tmp_path / "accuracy_parity_1layer.png").exists()
+
+
+def test_the_transition_probe():
+  """experiments/state_tracking/transitions.py reads each mamba2 layer's transitions at its own input."""
+  spec = importlib.util.spec_from_file_location("transitions", os.path.join(os.path.dirname(STUDY), "transitions.py"))
+  probe = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(probe)
+  base = config_lib.apply_overrides(study.get_config(""), {
+      "model.mixer": "mamba2", "model.layer_mixers": "gla,mamba2", "model.negative_eigenvalues": True,
+      "model.mamba_head_dim": 16, "model.conv_width": 0})
+  cfg = model_lib.ModelConfig.from_config(base.model, vocab_size=2)
+  lm = model_lib.LM(cfg, rngs=nnx.Rngs(0))
+  tokens = np.random.default_rng(0).integers(0, 2, (2, 7))
+  (layer, alpha), = probe.transitions(lm, tokens)
+  x, _ = lm.blocks[0](lm.embed(jnp.asarray(tokens)))
+  assert layer == 1 and alpha.shape == (2, 7, 4)
+  np.testing.assert_array_equal(alpha, np.asarray(lm.blocks[1].mixer.transition(lm.blocks[1].mixer_norm(x))))
+  assert np.all(np.abs(alpha) < 1)

@@ -122,6 +122,22 @@ def test_against_float64_loop(make, reference):
   np.testing.assert_allclose(np.asarray(y, np.float64), ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("negative", [False, True])
+def test_mamba2_transition(negative):
+  """Mamba2.transition is the float64 loop's exp(Δ_t A) (2 exp(Δ_t A) − 1 with negative eigenvalues) per head."""
+  m = mixers.Mamba2(D, head_dim=8, state_size=5, negative_eigenvalues=negative, rngs=nnx.Rngs(0))
+  m.dt_bias[...] = m.dt_bias[...] + 3.0   # Δ of order 1-3: both signs with negative eigenvalues
+  x = jax.random.normal(jax.random.key(1), (B, T, D), jnp.float32)
+  p = np_params(m)
+  dt = softplus(np.asarray(x, np.float64) @ p["in_proj/kernel"][:, -m.num_heads:] + p["dt_bias"])
+  ref = np.exp(-np.exp(p["A_log"]) * dt)
+  ref = 2 * ref - 1 if negative else ref
+  got = np.asarray(m.transition(x))
+  assert got.shape == (B, T, m.num_heads)
+  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+  assert (ref.min() < -0.1 and ref.max() > 0.1) if negative else ref.min() > 0
+
+
 BF16_CASES = [c for c in CASES if c[0] != "deltaproduct3-scalar-2sigmoid"]   # deltanet's dtype path
 
 
