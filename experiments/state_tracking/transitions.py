@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 import linear_seq
+from linear_seq import checkpoint
 from linear_seq import data
 from linear_seq.mixers.mamba2 import Mamba2
 
@@ -38,13 +39,14 @@ def rows(workdir: str) -> list[list[str]]:
   run = linear_seq.load(workdir)
   config = run.config
   if run.model.pos_embed is not None:
-    raise SystemExit(f"error: {workdir} adds learned positions; this probe reads token-only inputs")
+    raise ValueError(f"{workdir} adds learned positions; this probe reads token-only inputs")
   batch = next(data.make_iterator(config.data, "validation", batch_size=NUM_SEQUENCES,
                                   seq_len=int(config.data.seq_len), seed=0, repeat=False))
   tokens, weights = np.asarray(batch["inputs"]), np.asarray(batch["weights"]) > 0
   found = transitions(run.model, tokens)
   if not found:
-    raise SystemExit(f"error: {workdir} has no mamba2 layer (model.mixer={config.model.mixer!r}, layer_mixers={config.model.layer_mixers!r})")
+    raise ValueError(f"{workdir} has no mamba2 layer (model.mixer={config.model.mixer!r}, "
+                     f"layer_mixers={config.model.layer_mixers!r})")
   name = ",".join(f"{k.split('.')[-1]}={v}" for k, v in sorted(_changes(config).items()))
   out = []
   for layer, alpha in found:
@@ -67,9 +69,18 @@ def main(workdirs: list[str]) -> None:
     raise SystemExit("error: give one or more trained workdirs (runs/<sweep>/<point>)")
   print("| run | seed | layer | head | mean α at each input token (0 / 1 / …) | min α |")
   print("|---|---|---|---|---|---|")
+  failed = 0
   for workdir in workdirs:
-    for row in rows(workdir):
+    try:
+      found = rows(workdir)
+    except (checkpoint.CheckpointError, ValueError) as e:   # one line each; the other workdirs still run
+      print(f"error: {e}", file=sys.stderr)
+      failed += 1
+      continue
+    for row in found:
       print("| " + " | ".join(row) + " |", flush=True)
+  if failed:
+    raise SystemExit(1)
 
 
 if __name__ == "__main__":
