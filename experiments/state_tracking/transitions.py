@@ -2,8 +2,8 @@
 
   python experiments/state_tracking/transitions.py runs/state_tracking_p/*mamba2*parity*
 
-For each workdir (a trained run whose mixers include mamba2): 64 random sequences of the run's training length
-drawn from its task's own validation data, passed through the model; for each mamba2 layer and head, the mean
+For each workdir (a trained run whose mixers include mamba2): the first 64 sequences of its task's validation
+split (lengths drawn from the training lengths), passed through the model; for each mamba2 layer and head, the mean
 transition α_t (Mamba2.transition: exp(Δ_t A), or 2 exp(Δ_t A) − 1 with negative eigenvalues) at the positions
 holding each input token (the tokens that occur in the task's inputs), and its minimum. Parity needs
 α ≈ −1 at the 1s and α ≈ +1 at the 0s in some head (Grazzi et al. 2025); a run that never leaves
@@ -11,7 +11,7 @@ holding each input token (the tokens that occur in the task's inputs), and its m
 """
 import sys
 
-import jax
+import jax.numpy as jnp
 import numpy as np
 
 import linear_seq
@@ -25,7 +25,7 @@ NUM_SEQUENCES = 64
 def transitions(model, tokens: np.ndarray) -> list[tuple[int, np.ndarray]]:
   """[(layer, α [B, T, H])] for each mamba2 layer of the LM, on tokens [B, T] (the blocks run in turn, so each
   layer sees its own input)."""
-  x = model.embed(jax.numpy.asarray(tokens, jax.numpy.int32))
+  x = model.embed(jnp.asarray(tokens, jnp.int32))
   out = []
   for i, block in enumerate(model.blocks):
     if isinstance(block.mixer, Mamba2):
@@ -47,7 +47,7 @@ def rows(workdir: str) -> list[list[str]]:
   if not found:
     raise ValueError(f"{workdir} has no mamba2 layer (model.mixer={config.model.mixer!r}, "
                      f"layer_mixers={config.model.layer_mixers!r})")
-  name = ",".join(f"{k.split('.')[-1]}={v}" for k, v in sorted(_changes(config).items()))
+  name = ",".join(f"{k}={v}" for k, v in sorted(_changes(config).items()))
   out = []
   for layer, alpha in found:
     for h in range(alpha.shape[-1]):
