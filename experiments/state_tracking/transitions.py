@@ -11,6 +11,7 @@ holding each input token (the tokens that occur in the task's inputs), and its m
 """
 import sys
 
+from flax import nnx
 import jax.numpy as jnp
 import numpy as np
 
@@ -25,11 +26,16 @@ NUM_SEQUENCES = 64
 def transitions(model, tokens: np.ndarray) -> list[tuple[int, np.ndarray]]:
   """[(layer, α [B, T, H])] for each mamba2 layer of the LM, on tokens [B, T] (the blocks run in turn, so each
   layer sees its own input)."""
-  x = model.embed(jnp.asarray(tokens, jnp.int32))
-  out = []
-  for i, block in enumerate(model.blocks):
+  layers = [i for i, block in enumerate(model.blocks) if isinstance(block.mixer, Mamba2)]
+  return [(i, np.asarray(a)) for i, a in zip(layers, _alphas(model, jnp.asarray(tokens, jnp.int32)))]
+
+
+@nnx.jit
+def _alphas(model, tokens):
+  x, out = model.embed(tokens), []
+  for block in model.blocks:
     if isinstance(block.mixer, Mamba2):
-      out.append((i, np.asarray(block.mixer.transition(block.mixer_norm(x)))))
+      out.append(block.mixer.transition(block.mixer_norm(x)))
     x, _ = block(x)
   return out
 
