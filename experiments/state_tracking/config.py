@@ -123,7 +123,7 @@ PARITY_CHECK = {
     "4 heads of 16 channels": ("mamba2-neg", {"model.mamba_head_dim": 16}, SEEDS),
     "4 heads of 16, no negative eigenvalues": ("mamba2", {"model.mamba_head_dim": 16}, SEEDS),
     "8 heads of 8 channels": ("mamba2-neg", {"model.mamba_head_dim": 8}, (0,)),
-    "width 128 (4 heads of 64)": ("mamba2-neg", {"model.d_model": 128}, (0,)),
+    "width 128 (4 heads of 64)": ("mamba2-neg", {"model.d_model": 128}, SEEDS),
     "lr 1e-3": ("mamba2-neg", {"train.learning_rate": 1e-3}, (0,)),
     "lr 3e-3": ("mamba2-neg", {"train.learning_rate": 3e-3}, (0,)),
     "6,000 steps": ("mamba2-neg", {"train.num_steps": LONG_FACTOR * STEPS}, (0,)),

@@ -130,11 +130,12 @@ def test_the_pilot_then_every_arm_cell_and_seed_at_the_arms_rate():
   assert [dict(p) for p in par] == [
       neg(3e-3), *(neg(3e-3, s, **heads(16)) for s in (0, 1, 2)),
       *(_expected("mamba2", ("parity", 1), 3e-3, s, **heads(16)) for s in (0, 1, 2)),
-      neg(3e-3, **heads(8)), neg(3e-3, **{"model.d_model": 128}), neg(1e-3),   # 'lr 3e-3' is the grid's
+      neg(3e-3, **heads(8)), *(neg(3e-3, s, **{"model.d_model": 128}) for s in (0, 1, 2)),
+      neg(1e-3),   # 'lr 3e-3' is the grid's
       neg(3e-3, **{"train.num_steps": 6000}), neg(3e-3, **{"model.dt_min": 1e-2, "model.dt_max": 1.0}),
       neg(3e-3, **{"model.mode": "recurrent"})]
   assert dict(par[0]) in [dict(p) for p in grid]   # its first point is the grid's
-  assert [p.arm for p in par] == ["mamba2-neg"] * 4 + ["mamba2"] * 3 + ["mamba2-neg"] * 6
+  assert [p.arm for p in par] == ["mamba2-neg"] * 4 + ["mamba2"] * 3 + ["mamba2-neg"] * 8
   assert [dict(p) for p in study.get_followup_sweep(rows, "stage=paritycheck,arms=mamba2")] == [
       dict(p) for p in par if p.arm == "mamba2"]
   with pytest.raises(ValueError, match="unknown task"):
@@ -154,10 +155,10 @@ def test_every_point_is_a_valid_config():
   assert [dict(p) for p in long if dict(p) in [dict(g) for g in grid]] == [
       dict(p) for p in long if p["data.dataset"] == "mod_count"] and len(EXPECTED_STEPS) == 2
   par = study.get_followup_sweep(rows, "stage=paritycheck")   # at 1e-3: 'lr 1e-3' is the grid point's twin
-  assert len(par) == 14 - 1 and dict(par[0]) in [dict(p) for p in grid]
+  assert len(par) == 16 - 1 and dict(par[0]) in [dict(p) for p in grid]
   points = protocol.new_points(grid + long + check + par)
   made = sweep.make_points(f"{STUDY}:stage=main", "/tmp/unused", points, base_config=base)
-  assert len({p.workdir for p in made}) == len(made) == 13 * 8 * 3 + 8 - 2 + len(study.S5_CHECK) - 2 + 14 - 2
+  assert len({p.workdir for p in made}) == len(made) == 13 * 8 * 3 + 8 - 2 + len(study.S5_CHECK) - 2 + 16 - 2
   for p in par:   # the parity check's changes build (head splits, width, Δ's init, the scan form)
     config = config_lib.apply_overrides(base, dict(p))
     cfg = model_lib.ModelConfig.from_config(config.model, vocab_size=data.dataset_info(config.data).vocab_size)
@@ -271,7 +272,7 @@ def test_the_parity_check_table(tmp_path):
     _fake_point(p, [0.995 if p.overrides["train.learning_rate"] == 3e-3 else 0.4] * 4)
   rows = _rows([p.overrides for p in pilot], lambda p: 0.995 if p["train.learning_rate"] == 3e-3 else 0.4)
   check = make(study.get_followup_sweep(rows, arg + ",stage=paritycheck"))
-  assert len(check) == 13   # 'lr 3e-3' is the grid point here
+  assert len(check) == 15   # 'lr 3e-3' is the grid point here
   for p in check[:7]:   # the grid point and both 4-head rows (3 seeds each); the rest not run
     s = p.overrides["seed"]
     acc = (0.7 if p.overrides.get("model.mamba_head_dim") is None else
