@@ -116,7 +116,7 @@ S5_CHECK = {"grid point": {}, "width 128": {"model.d_model": 128}, "lr 1e-3": {"
 # The parity check: mamba2-neg stays below mamba2 on parity in the main runs (0/3 seeds solve it), against Grazzi
 # et al. At WIDTH its 2 x 32 inner channels make one head of mamba_head_dim = 64: one step size Δ and one
 # transition 2 exp(ΔA) − 1 per token for the whole state. Each change: (arm, overrides, seeds); a rate in the
-# overrides replaces the arm's. The head splits keep the state's size (heads x 64 x head_dim = 4,096).
+# overrides replaces the arm's. The head splits at WIDTH keep the state's size (heads x 64 x head_dim = 4,096).
 PARITY_CELL = ("parity", 1)
 PARITY_CHECK = {
     "grid point": ("mamba2-neg", {}, (0,)),
