@@ -215,16 +215,20 @@ def get_followup_sweep(rows, arg: str = ""):
   return todo
 
 
-def s5_point(lr: float, change: dict) -> protocol.Point:
-  """The S5 check's point for one change (a rate in `change` replaces the arm's)."""
+def check_point(arm: str, cell: tuple[str, int], lr: float, change: dict, seed: int = 0) -> protocol.Point:
+  """A check's point: the arm on the cell with one change (a rate in `change` replaces the arm's)."""
   change = dict(change)
-  return point(S5_ARM, S5_CELL, change.pop("train.learning_rate", lr), 0, **change)
+  return point(arm, cell, change.pop("train.learning_rate", lr), seed, **change)
+
+
+def s5_point(lr: float, change: dict) -> protocol.Point:
+  """The S5 check's point for one change."""
+  return check_point(S5_ARM, S5_CELL, lr, change)
 
 
 def parity_point(arm: str, lr: float, change: dict, seed: int) -> protocol.Point:
-  """The parity check's point for one change and seed (a rate in `change` replaces the arm's)."""
-  change = dict(change)
-  return point(arm, PARITY_CELL, change.pop("train.learning_rate", lr), seed, **change)
+  """The parity check's point for one change and seed."""
+  return check_point(arm, PARITY_CELL, lr, change, seed)
 
 
 def label(cell: tuple[str, int]) -> str:
@@ -350,20 +354,22 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
              f"runs {LONG_FACTOR * STEPS:,} steps, CELL_STEPS)\n\n" + tables.markdown(
         ["task", "arm", "lr", *(name(n) for n in lens),
          f"first step ≥ {THRESHOLD} at {name(lens[0])} (long run, every {EVAL_EVERY} steps on 100 sequences)"], body))
+  index = protocol.index(tables.ok(rows, "accuracy"))
   lr = opts["tuning"].lr(rows, S5_ARM) if S5_ARM in opts["arms"] and not opts["tiny"] else None
   if lr is not None:
-    index = protocol.index(tables.ok(rows, "accuracy"))
     found = {name_: index.get(protocol.key(s5_point(lr, c))) for name_, c in S5_CHECK.items()}
     text += (f"\n### S5 check: {S5_ARM}, {label(S5_CELL)}, seed 0, {STEPS:,} steps unless stated, one change "
              f"each\n\n" + tables.markdown(["change", "at its training lengths", *(name(n) for n in lens[1:])],
                              [[k, *(tables.fmt(at(r, n, lens[0]) if r else None) for n in lens)]
                               for k, r in found.items()]))
+  lrs = {arm: opts["tuning"].lr(rows, arm) for arm, _, _ in PARITY_CHECK.values()
+         if arm in opts["arms"] and not opts["tiny"]}
   checked = [(k, arm, change, seeds_) for k, (arm, change, seeds_) in PARITY_CHECK.items()
-             if arm in opts["arms"] and not opts["tiny"] and opts["tuning"].lr(rows, arm) is not None]
+             if lrs.get(arm) is not None]
   if checked:
-    index, body = protocol.index(tables.ok(rows, "accuracy")), []
+    body = []
     for k, arm, change, seeds_ in checked:
-      point_lr = opts["tuning"].lr(rows, arm)
+      point_lr = lrs[arm]
       found = [index.get(protocol.key(parity_point(arm, point_lr, change, s))) for s in seeds_]
       body.append([k, arm, *accuracies([r for r in found if r is not None],
                                        change.get("train.learning_rate", point_lr), len(seeds_))])
