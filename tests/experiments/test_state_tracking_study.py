@@ -306,11 +306,16 @@ def test_the_study_runs_in_tiny_mode(tmp_path):
   assert (tmp_path / "accuracy_parity_1layer.png").exists()
 
 
+def _probe(name: str):
+  spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(STUDY), f"{name}.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
 def test_the_transition_probe():
   """experiments/state_tracking/transitions.py reads each mamba2 layer's transitions at its own input."""
-  spec = importlib.util.spec_from_file_location("transitions", os.path.join(os.path.dirname(STUDY), "transitions.py"))
-  probe = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(probe)
+  probe = _probe("transitions")
   base = config_lib.apply_overrides(study.get_config(""), {
       "model.mixer": "mamba2", "model.layer_mixers": "gla,mamba2", "model.negative_eigenvalues": True,
       "model.mamba_head_dim": 16, "model.conv_width": 0})
@@ -323,3 +328,21 @@ def test_the_transition_probe():
   np.testing.assert_allclose(alpha, np.asarray(lm.blocks[1].mixer.transition(lm.blocks[1].mixer_norm(x))),
                              rtol=1e-6, atol=1e-7)
   assert np.all(np.abs(alpha) < 1)
+
+
+def test_the_sign_probe_scores_elements_and_their_signs():
+  """experiments/state_tracking/signs.py: each permutation's sign from its inversions, in the task's order (the
+  sign is a homomorphism of the task's table), and the two accuracies over the scored positions only."""
+  probe = _probe("signs")
+  for n in (3, 5):
+    sign, table = probe.signs(n), data.state_tracking.permutation_table(n)
+    assert sign[0] == 1 and sorted(np.unique(sign)) == [-1, 1] and sign.sum() == 0
+    np.testing.assert_array_equal(sign[table], sign[:, None] * sign[None, :])
+  sign = probe.signs(3)
+  targets = np.array([[0, 1, 2, 3, 4, 5]])
+  same_sign = np.array([[next(j for j in range(6) if j != t and sign[j] == sign[t]) for t in targets[0]]])
+  weights = np.array([[1, 1, 1, 1, 1, 0.]])
+  assert probe.accuracies(same_sign, targets, weights, 3) == (0.0, 1.0)
+  assert probe.accuracies(targets, targets, weights, 3) == (1.0, 1.0)
+  wrong = np.where(sign[targets] == 1, 1, 0)   # index 1 is a transposition (odd), 0 the identity (even)
+  assert probe.accuracies(wrong, targets, weights, 3)[1] == 0.0
