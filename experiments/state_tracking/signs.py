@@ -16,10 +16,10 @@ import sys
 import numpy as np
 
 import linear_seq
-from linear_seq import checkpoint
 from linear_seq import data
 from linear_seq import eval_lib
 from linear_seq.data import state_tracking
+from linear_seq.studies import common
 
 NUM_SEQUENCES = 200
 BATCH = 100
@@ -71,22 +71,7 @@ def rows(workdir: str) -> list[list[str]]:
 
 
 def main(workdirs: list[str]) -> None:
-  if not workdirs:
-    raise SystemExit("error: give one or more trained workdirs (runs/<sweep>/<point>)")
-  print("| run | group | seed | step | T | accuracy | sign accuracy |")
-  print("|---|---|---|---|---|---|---|")
-  failed = 0
-  for workdir in workdirs:
-    try:
-      found = rows(workdir)
-    except (checkpoint.CheckpointError, ValueError) as e:   # one line each; the other workdirs still run
-      print(f"error: {e}", file=sys.stderr)
-      failed += 1
-      continue
-    for row in found:
-      print("| " + " | ".join(row) + " |", flush=True)
-  if failed:
-    raise SystemExit(1)
+  common.print_probe(["run", "group", "seed", "step", "T", "accuracy", "sign accuracy"], rows, workdirs)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import linear_seq
-from linear_seq import checkpoint
 from linear_seq import data
 from linear_seq.mixers.mamba2 import Mamba2
+from linear_seq.studies import common
 
 NUM_SEQUENCES = 64
 
@@ -71,22 +71,8 @@ def _changes(config) -> dict:
 
 
 def main(workdirs: list[str]) -> None:
-  if not workdirs:
-    raise SystemExit("error: give one or more trained workdirs (runs/<sweep>/<point>)")
-  print("| run | seed | layer | head | mean α at each input token (0 / 1 / …) | min α |")
-  print("|---|---|---|---|---|---|")
-  failed = 0
-  for workdir in workdirs:
-    try:
-      found = rows(workdir)
-    except (checkpoint.CheckpointError, ValueError) as e:   # one line each; the other workdirs still run
-      print(f"error: {e}", file=sys.stderr)
-      failed += 1
-      continue
-    for row in found:
-      print("| " + " | ".join(row) + " |", flush=True)
-  if failed:
-    raise SystemExit(1)
+  common.print_probe(["run", "seed", "layer", "head", "mean α at each input token (0 / 1 / …)", "min α"], rows,
+                     workdirs)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """What the studies share: the environment a result was measured in, markdown tables, XLA's compiled memory,
-timing one call, the mean ± std over seeds, and the flags of a study's table script."""
+timing one call, the mean ± std over seeds, the flags of a study's table script, and a probe script's main."""
 import importlib.metadata
 import os
 import platform
 import statistics
+import sys
 import time
 from typing import Any, Callable, Iterable, Sequence
 
 from absl import flags
 import jax
+
+from linear_seq import checkpoint
 
 # Libraries whose versions a study's results.md records.
 LIBRARIES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "ml-collections", "grain")
@@ -88,3 +91,26 @@ def emit_markdown(text: str, out: str = "") -> str:
     with open(out, "w") as f:
       f.write(text)
   return text
+
+
+def print_probe(header: Sequence[str], rows_of: Callable[[str], list[list[str]]], workdirs: Sequence[str]) -> None:
+  """A probe script's main (experiments/<study>/<probe>.py reading trained workdirs): the markdown table of every
+  row rows_of(workdir) gives, printed as each workdir finishes. A workdir it cannot read (CheckpointError or
+  ValueError) prints one `error:` line to stderr and the others still run; SystemExit(1) after them if any
+  failed, and at once without workdirs."""
+  if not workdirs:
+    raise SystemExit("error: give one or more trained workdirs (runs/<sweep>/<point>)")
+  for line in md_table(header, []):
+    print(line)
+  failed = 0
+  for workdir in workdirs:
+    try:
+      found = rows_of(workdir)
+    except (checkpoint.CheckpointError, ValueError) as e:
+      print(f"error: {e}", file=sys.stderr)
+      failed += 1
+      continue
+    for line in md_table(header, found)[2:]:
+      print(line, flush=True)
+  if failed:
+    raise SystemExit(1)

@@ -1,8 +1,9 @@
-"""common.py: markdown tables, mean ± std, compiled memory, timing and the environment record."""
+"""common.py: markdown tables, mean ± std, compiled memory, timing, the environment record and a probe's main."""
 import jax
 import jax.numpy as jnp
 import pytest
 
+from linear_seq import checkpoint
 from linear_seq.studies import common
 
 
@@ -37,3 +38,24 @@ def test_environment_records_versions_and_xla_flags(monkeypatch):
   assert set(common.LIBRARIES) <= set(env)
   assert common.versions(["no-such-library-here"]) == {"no-such-library-here": "not installed"}
   assert "points" not in common.environment()
+
+
+def test_print_probe_prints_each_workdir_and_one_error_line_per_unreadable_one(capsys):
+  def rows_of(workdir):
+    if workdir == "bad":
+      raise checkpoint.CheckpointError("bad: no checkpoint")
+    if workdir == "wrong":
+      raise ValueError("wrong: not this task")
+    return [[workdir, "1"], [workdir, "2"]]
+
+  common.print_probe(["run", "x"], rows_of, ["a", "b"])
+  assert capsys.readouterr().out.splitlines() == ["| run | x |", "|---|---|", "| a | 1 |", "| a | 2 |", "| b | 1 |",
+                                                  "| b | 2 |"]
+  with pytest.raises(SystemExit) as e:
+    common.print_probe(["run", "x"], rows_of, ["bad", "a", "wrong"])
+  assert e.value.code == 1
+  out = capsys.readouterr()
+  assert out.out.splitlines()[2:] == ["| a | 1 |", "| a | 2 |"]
+  assert out.err.splitlines() == ["error: bad: no checkpoint", "error: wrong: not this task"]
+  with pytest.raises(SystemExit, match="^error: give one or more"):
+    common.print_probe(["run"], rows_of, [])
