@@ -11,6 +11,7 @@ accuracy 2/n! (1/3 on S3); one that tracks nothing scores 1/2 and 1/n!. Prints o
 length, with the checkpoint's step it read (the latest).
 """
 import itertools
+import math
 import sys
 
 import numpy as np
@@ -50,7 +51,6 @@ def rows(workdir: str) -> list[list[str]]:
   if config.data.dataset != "permutation":
     raise ValueError(f"{workdir} trains data.dataset={config.data.dataset!r}, not the permutation task")
   n = state_tracking.GROUPS[config.data.group]
-  elements = len(signs(n))
   m = config.model
   name = (f"{m.mixer}" + (f" n_h={m.householder_steps}" if m.mixer == "deltaproduct" else "")
           + (f" gate={m.delta_gate}" if m.mixer == "deltanet" else "") + (" neg" if m.negative_eigenvalues else "")
@@ -61,7 +61,7 @@ def rows(workdir: str) -> list[list[str]]:
     preds, targets, weights = [], [], []
     for _, batch in zip(range(-(-NUM_SEQUENCES // BATCH)), batches):
       logits = run.logits(np.asarray(batch["inputs"]))
-      preds.append(np.argmax(logits[..., :elements], axis=-1))
+      preds.append(np.argmax(logits[..., :math.factorial(n)], axis=-1))
       targets.append(np.asarray(batch["targets"]))
       weights.append(np.asarray(batch["weights"]))
     acc, sign_acc = accuracies(np.concatenate(preds), np.concatenate(targets), np.concatenate(weights), n)

@@ -2,7 +2,6 @@
 arm's overrides as the issue lists them, its learning-rate pilot and long check follow the protocol, the table
 writer and the plots work on synthetic points, and its tiny mode runs through the sweep and the tables CLI."""
 import collections
-import importlib.util
 import json
 import os
 import re
@@ -306,16 +305,9 @@ def test_the_study_runs_in_tiny_mode(tmp_path):
   assert (tmp_path / "accuracy_parity_1layer.png").exists()
 
 
-def _probe(name: str):
-  spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(STUDY), f"{name}.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
 def test_the_transition_probe():
   """experiments/state_tracking/transitions.py reads each mamba2 layer's transitions at its own input."""
-  probe = _probe("transitions")
+  probe = config_lib.load_sibling(STUDY, "transitions")
   base = config_lib.apply_overrides(study.get_config(""), {
       "model.mixer": "mamba2", "model.layer_mixers": "gla,mamba2", "model.negative_eigenvalues": True,
       "model.mamba_head_dim": 16, "model.conv_width": 0})
@@ -333,7 +325,7 @@ def test_the_transition_probe():
 def test_the_sign_probe_scores_elements_and_their_signs():
   """experiments/state_tracking/signs.py: each permutation's sign from its inversions, in the task's order (the
   sign is a homomorphism of the task's table), and the two accuracies over the scored positions only."""
-  probe = _probe("signs")
+  probe = config_lib.load_sibling(STUDY, "signs")
   for n in (3, 5):
     sign, table = probe.signs(n), data.state_tracking.permutation_table(n)
     assert sign[0] == 1 and sorted(np.unique(sign)) == [-1, 1] and sign.sum() == 0
