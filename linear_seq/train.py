@@ -10,7 +10,8 @@ nothing after the last finite step is saved. An evaluation that cannot run raise
 Preemption: SIGTERM, SIGHUP or SIGINT (in the main thread) lets the current step finish, saves its checkpoint
 and waits for the commit, writes a metrics line {step, stopped: SIGTERM}, releases the lock and raises
 Preempted (the entry point's one line; a rerun resumes). A second signal while that checkpoint is being saved
-raises SaveAborted (the save is abandoned uncommitted; the previous checkpoint stays). The handlers only set a
+raises SaveAborted (the save is abandoned uncommitted; the previous checkpoint stays: its background commit is
+finished before the preemption save starts). The handlers only set a
 flag, so no signal interrupts a library mid-call (a Ctrl-C inside tensorboardX's queue used to hang the exit).
 With several processes, a signal on any of them stops all at the same step (one all-gather of a flag per step).
 
@@ -485,7 +486,10 @@ def _write_train_line(run: _Run, writer: metrics_lib.MetricsWriter, progress: _P
 
 def _save(run: _Run, step: int, state: steps.State, stop: Optional[str]) -> None:
   """Saves step's checkpoint with the iterator's position (in the background); after a signal (`stop`) waits
-  for its commit, and a second signal meanwhile raises SaveAborted."""
+  for its commit, and a second signal meanwhile raises SaveAborted. The previous save's commit is waited for
+  before that second signal can abandon anything: it abandons this save only, never the previous checkpoint."""
+  if stop:
+    run.ckpt.wait()
   run.signals.saving = bool(stop)
   # A second signal raises SaveAborted from its handler wherever Python is; inside a gc callback (jax
   # registers one) it would be printed as "Exception ignored" and lost, so no collection runs meanwhile.

@@ -390,6 +390,11 @@ def test_a_second_signal_during_the_save_abandons_it_and_keeps_the_previous_chec
       os.kill(os.getpid(), signal.SIGINT)  # the second signal arrives inside the preemption save
     return real_save(self, step, *args)
   monkeypatch.setattr(checkpoint.Checkpointer, "save", save)
+  real_manifest = integrity.write_manifest
+  def slow_manifest(path):  # step 2's background commit is still running when the signals come
+    time.sleep(1.0)
+    return real_manifest(path)
+  monkeypatch.setattr(integrity, "write_manifest", slow_manifest)
   with pytest.raises(train.SaveAborted, match="SIGINT received again while saving the checkpoint"):
     train.train_and_evaluate(mqar(), workdir)
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2"]
