@@ -11,9 +11,11 @@ cosine schedule stretched, evaluated every 250 steps as the grid). The arms: the
 there (S4D, Mamba-2), and GLA with 4 layers, which stays on the plateau in the hybrids study at width 32
 (0.113 / 0.031); it is not a study arm, so its 1x point runs here too, at the hybrids study's rate for it (1e-3).
 Each arm's factors run in order (a partial run answers 4x first). Options: arms=s4+mamba2 (a subset of ARMS,
-default all), factors=4 (a subset of FACTORS), tiny=True (one tiny point: a smoke test).
+default all), factors=4 (a subset of FACTORS), seeds=1 (a subset of SEEDS, default 0: seed 1, the study's other
+hard-point seed, repeats a rung), tiny=True (one tiny point: a smoke test).
 The table: accuracy at the end of each budget, the first evaluated step at 0.9 and 0.99, and the run's wall
-minutes, beside softmax's 1x point (the study's, from experiments/mqar/points).
+minutes, beside softmax's 1x point (the study's, from experiments/mqar/points); seed 0's rows, then seed 1's
+where a rung of it ran (with the study's 1x points of that seed).
 """
 import os
 import tempfile
@@ -26,8 +28,9 @@ from linear_seq.studies import tables
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STUDY = "mqar_ladder"
-OPTIONS = ("tiny", "arms", "factors")
+OPTIONS = ("tiny", "arms", "factors", "seeds")
 WIDTH, SEED = 64, 0
+SEEDS = (0, 1)   # the study's hard-point seeds (experiments/mqar/config.py's HARD_SEEDS)
 FACTORS = (4, 16)
 GLA4 = {"model.num_layers": 4}   # on the study's gla arm
 ARMS = ("s4", "mamba2", "gla4")   # gla4 runs its 1x point here too
@@ -46,13 +49,13 @@ def get_config(arg: str = ""):
   return _study().get_config("tiny=True" if config_lib.parse_options(arg, OPTIONS).get("tiny") else "")
 
 
-def point(arm: str, factor: int) -> dict:
-  """The hard point at WIDTH, SEED, the arm's rate and init, factor x its steps (gla4: the gla arm, 4 layers)."""
+def point(arm: str, factor: int, seed: int = SEED) -> dict:
+  """The hard point at WIDTH, `seed`, the arm's rate and init, factor x its steps (gla4: the gla arm, 4 layers)."""
   s = _study()
   extra = {**s.grid_extra(hard=True), "train.num_steps": factor * s.HARD_STEPS}
   if arm == "gla4":
-    return {**s.point("gla", WIDTH, LR[arm], SEED, **extra), **GLA4}
-  return s.point(arm, WIDTH, LR[arm], SEED, **extra)
+    return {**s.point("gla", WIDTH, LR[arm], seed, **extra), **GLA4}
+  return s.point(arm, WIDTH, LR[arm], seed, **extra)
 
 
 def get_sweep(arg: str = ""):
@@ -62,7 +65,8 @@ def get_sweep(arg: str = ""):
   arms = config_lib.parse_subset(opts, "arms", list(ARMS), list(ARMS), "arm")
   factors = [int(f) for f in config_lib.parse_subset(opts, "factors", [str(f) for f in FACTORS],
                                                      [str(f) for f in FACTORS], "factor")]
-  return [point(a, f) for a in arms for f in ([1] if a == "gla4" else []) + factors]
+  seeds = [int(x) for x in config_lib.parse_subset(opts, "seeds", [str(x) for x in SEEDS], [str(SEED)], "seed")]
+  return [point(a, f, x) for x in seeds for a in arms for f in ([1] if a == "gla4" else []) + factors]
 
 
 def get_plots(arg: str = ""):
@@ -74,23 +78,32 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
   """One row per arm and budget: accuracy, the first steps at 0.9 / 0.99, wall minutes; softmax's 1x beside."""
   del archive_dir   # the tables CLI restores the archive into workdir first
   s = _study()
-  rows = {protocol.key(r["_overrides"]): r for r in tables.study_rows(os.path.abspath(__file__), workdir, arg)}
-  ones = [s.GRID_POINT[True](a, WIDTH, LR[a], SEED) for a in ("softmax", "s4", "mamba2")]   # the study's 1x
+  every = [point(a, f, x) for x in SEEDS for a in ARMS for f in ([1] if a == "gla4" else []) + list(FACTORS)]
+  rows = {protocol.key(r["_overrides"]): r for r in tables.study_rows(os.path.abspath(__file__), workdir, arg,
+                                                                       first=every)}
+  study_arms = ("softmax", "s4", "mamba2")
+  ones = {(a, x): s.GRID_POINT[True](a, WIDTH, LR[a], x) for a in study_arms for x in SEEDS}   # the study's 1x
   with tempfile.TemporaryDirectory() as study_dir:
     archive.restore_all(s.ARCHIVE, study_dir, log=lambda *_: None)
-    rows.update({protocol.key(r["_overrides"]): r for r in tables.rows_of(STUDY_CONFIG, study_dir, ones,
+    rows.update({protocol.key(r["_overrides"]): r for r in tables.rows_of(STUDY_CONFIG, study_dir, list(ones.values()),
                                                                           s.get_config(""))})
+  done = lambda row: row is not None and row.get("status") == "ok"
   body = []
-  for arm, factor in [("softmax", 1)] + [(a, f) for a in ARMS for f in (1, *FACTORS)]:
-    study_point = factor == 1 and arm != "gla4"
-    row = rows.get(protocol.key(ones[("softmax", "s4", "mamba2").index(arm)] if study_point else point(arm, factor)))
-    done = row is not None and row.get("status") == "ok"
-    wall = (row or {}).get("wall_time")
-    body.append([arm, f"{factor}x ({factor * s.HARD_STEPS:,})", f"{LR[arm]:g}",
-                 tables.fmt(row.get("accuracy")) if done else tables.MISSING,
-                 *((tables.first_step(row, t) or "never") if done else tables.MISSING for t in (0.9, 0.99)),
-                 f"{wall / 60:.0f}" if done and wall else tables.MISSING])
-  text = (f"### Budget ladder: MQAR's hard point (T=128, 8 pairs), width {WIDTH}, seed {SEED}\n\n" +
-          tables.markdown(["arm", "steps", "lr", "accuracy", "first step ≥ 0.9", "first step ≥ 0.99",
+  for seed in SEEDS:
+    rungs = [("softmax", 1)] + [(a, f) for a in ARMS for f in (1, *FACTORS)]
+    found = {}
+    for arm, factor in rungs:
+      found[arm, factor] = rows.get(protocol.key(ones[arm, seed] if factor == 1 and arm in study_arms
+                                                 else point(arm, factor, seed)))
+    if seed != SEED and not any(done(found[a, f]) for a, f in rungs if f > 1 or a == "gla4"):
+      continue   # (another seed's rows only where one of its own rungs ran)
+    for (arm, factor), row in found.items():
+      wall = (row or {}).get("wall_time")
+      body.append([arm, str(seed), f"{factor}x ({factor * s.HARD_STEPS:,})", f"{LR[arm]:g}",
+                   tables.fmt(row.get("accuracy")) if done(row) else tables.MISSING,
+                   *((tables.first_step(row, t) or "never") if done(row) else tables.MISSING for t in (0.9, 0.99)),
+                   f"{wall / 60:.0f}" if done(row) and wall else tables.MISSING])
+  text = (f"### Budget ladder: MQAR's hard point (T=128, 8 pairs), width {WIDTH}\n\n" +
+          tables.markdown(["arm", "seed", "steps", "lr", "accuracy", "first step ≥ 0.9", "first step ≥ 0.99",
                            "wall min"], body))
   return common.emit_markdown(text, out)

@@ -24,15 +24,19 @@ def test_points_are_the_hard_point_at_longer_budgets():
   gla4 = [p for p in points if p["model.mixer"] == "gla"]
   assert gla4 == [{**hard("gla", 1e-3), "train.num_steps": n, "model.num_layers": 4} for n in (1500, 6000, 24000)]
   assert [p["train.num_steps"] for p in ladder.get_sweep("arms=s4+gla4,factors=4")] == [6000, 1500, 6000]
+  assert ladder.get_sweep("arms=mamba2,factors=4,seeds=1") == [{**study.point("mamba2", 64, 3e-3, 1,
+                                                                               **study.grid_extra(True)),
+                                                                 "train.num_steps": 6000}]
+  assert len(ladder.get_sweep("arms=s4,seeds=0+1")) == 4
   with pytest.raises(ValueError, match="unknown arm"):
     ladder.get_sweep("arms=softmax")
+  with pytest.raises(ValueError, match="unknown seed"):
+    ladder.get_sweep("seeds=2")
 
 
-def test_table_from_finished_points(tmp_path):
-  """A finished 4x S4D point (0.99 first at step 5,000) beside the study's archived 1x points."""
-  spec = f"{LADDER}:arms=s4,factors=4"
-  (p,) = sweep.make_points(spec, str(tmp_path), ladder.get_sweep("arms=s4,factors=4"),
-                           base_config=ladder.get_config(""))
+def _finish(tmp_path, arg):
+  """Writes the one point of `arg` as finished: 0.99 first at step 5,000, 0.995 at 6,000, 10 wall minutes."""
+  (p,) = sweep.make_points(f"{LADDER}:{arg}", str(tmp_path), ladder.get_sweep(arg), base_config=ladder.get_config(""))
   os.makedirs(p.workdir)
   with open(os.path.join(p.workdir, "eval.json"), "w") as f:
     json.dump({"step": 6000, "accuracy": 0.995}, f)
@@ -41,8 +45,19 @@ def test_table_from_finished_points(tmp_path):
       f.write(json.dumps({"step": step, "eval_accuracy": acc}) + "\n")
   with open(os.path.join(p.workdir, "sweep_point.json"), "w") as f:
     json.dump({"status": "ok", "wall_time": 600.0}, f)
+
+
+def test_table_from_finished_points(tmp_path):
+  """A finished 4x S4D point beside the study's archived 1x points; seed 1's rows only once a rung of it ran."""
+  _finish(tmp_path, "arms=s4,factors=4")
   text = ladder.write(str(tmp_path), "", str(tmp_path / "ladder.md"), "arms=s4,factors=4")
-  assert "| s4 | 4x (6,000) | 0.003 | 0.995 | 2500 | 5000 | 10 |" in text
-  assert "| s4 | 16x (24,000) | 0.003 | … | … | … | … |" in text
-  assert "| softmax | 1x (1,500) | 0.003 | 1.000 |" in text   # the study's archived point
-  assert "| gla4 | 1x (1,500) | 0.001 | … |" in text
+  assert "| s4 | 0 | 4x (6,000) | 0.003 | 0.995 | 2500 | 5000 | 10 |" in text
+  assert "| s4 | 0 | 16x (24,000) | 0.003 | … | … | … | … |" in text
+  assert "| softmax | 0 | 1x (1,500) | 0.003 | 1.000 |" in text   # the study's archived point
+  assert "| gla4 | 0 | 1x (1,500) | 0.001 | … |" in text
+  assert "| 1 |" not in text
+  _finish(tmp_path, "arms=mamba2,factors=4,seeds=1")
+  text = ladder.write(str(tmp_path), "", str(tmp_path / "ladder.md"), "")
+  assert "| mamba2 | 1 | 4x (6,000) | 0.003 | 0.995 | 2500 | 5000 | 10 |" in text
+  assert "| softmax | 1 | 1x (1,500) | 0.003 | 1.000 |" in text   # the study's seed 1
+  assert "| s4 | 1 | 4x (6,000) | 0.003 | … |" in text
