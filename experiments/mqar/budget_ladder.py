@@ -58,6 +58,11 @@ def point(arm: str, factor: int, seed: int = SEED) -> dict:
   return s.point(arm, WIDTH, LR[arm], seed, **extra)
 
 
+def _rungs(arms, factors) -> list[tuple[str, int]]:
+  """(arm, factor) in the ladder's order: each arm's factors in turn, gla4 first at 1x (not a study arm)."""
+  return [(a, f) for a in arms for f in ([1] if a == "gla4" else []) + list(factors)]
+
+
 def get_sweep(arg: str = ""):
   opts = config_lib.parse_options(arg, OPTIONS)
   if opts.get("tiny"):
@@ -66,7 +71,7 @@ def get_sweep(arg: str = ""):
   factors = [int(f) for f in config_lib.parse_subset(opts, "factors", [str(f) for f in FACTORS],
                                                      [str(f) for f in FACTORS], "factor")]
   seeds = [int(x) for x in config_lib.parse_subset(opts, "seeds", [str(x) for x in SEEDS], [str(SEED)], "seed")]
-  return [point(a, f, x) for x in seeds for a in arms for f in ([1] if a == "gla4" else []) + factors]
+  return [point(a, f, x) for x in seeds for a, f in _rungs(arms, factors)]
 
 
 def get_plots(arg: str = ""):
@@ -78,7 +83,7 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
   """One row per arm and budget: accuracy, the first steps at 0.9 / 0.99, wall minutes; softmax's 1x beside."""
   del archive_dir   # the tables CLI restores the archive into workdir first
   s = _study()
-  every = [point(a, f, x) for x in SEEDS for a in ARMS for f in ([1] if a == "gla4" else []) + list(FACTORS)]
+  every = [point(a, f, x) for x in SEEDS for a, f in _rungs(ARMS, FACTORS)]
   rows = {protocol.key(r["_overrides"]): r for r in tables.study_rows(os.path.abspath(__file__), workdir, arg,
                                                                        first=every)}
   study_arms = ("softmax", "s4", "mamba2")
@@ -89,8 +94,8 @@ def write(workdir: str, archive_dir: str = "", out: str = "", arg: str = "") -> 
                                                                           s.get_config(""))})
   done = lambda row: row is not None and row.get("status") == "ok"
   body = []
+  rungs = [("softmax", 1)] + [(a, f) for a in ARMS for f in (1, *FACTORS)]   # (every arm's 1x: the table's)
   for seed in SEEDS:
-    rungs = [("softmax", 1)] + [(a, f) for a in ARMS for f in (1, *FACTORS)]
     found = {}
     for arm, factor in rungs:
       found[arm, factor] = rows.get(protocol.key(ones[arm, seed] if factor == 1 and arm in study_arms
